@@ -1,0 +1,135 @@
+"""Test-facing endpoints (`/_...`): health, side-effect counts, faults, reset."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from sandbox.db import run_sync
+from sandbox.faults import FaultError
+from sandbox.responses import helpdesk_error, json_body, json_response
+from sandbox.seed import seed_demo
+from sandbox.state import Sandbox, sandbox_of
+
+
+async def health(request: Request) -> Response:
+    return json_response({"ok": True})
+
+
+def _count(conn: Any, query: str) -> int:
+    return int(conn.execute(query).fetchone()[0])
+
+
+def stats_collect(sandbox: Sandbox) -> dict[str, Any]:
+    with sandbox.db.read() as conn:
+        by_key = conn.execute(
+            "SELECT idempotency_key, COUNT(*) AS n FROM refunds WHERE idempotency_key IS NOT NULL GROUP BY idempotency_key"
+        ).fetchall()
+        deliveries = conn.execute(
+            "SELECT state, COUNT(*) AS n FROM webhook_deliveries GROUP BY state"
+        ).fetchall()
+        stats = {
+            "refunds": {
+                "total": _count(conn, "SELECT COUNT(*) FROM refunds"),
+                "amount_cents": _count(conn, "SELECT COALESCE(SUM(amount), 0) FROM refunds"),
+                "without_idempotency_key": _count(
+                    conn, "SELECT COUNT(*) FROM refunds WHERE idempotency_key IS NULL"
+                ),
+                # Refunds CREATED per key: anything above 1 is a double refund.
+                "by_idempotency_key": {r["idempotency_key"]: r["n"] for r in by_key},
+            },
+            "tickets": _count(conn, "SELECT COUNT(*) FROM tickets"),
+            "replies": _count(conn, "SELECT COUNT(*) FROM ticket_messages WHERE kind = 'reply'"),
+            "notes": _count(conn, "SELECT COUNT(*) FROM ticket_messages WHERE kind = 'note'"),
+            "customer_messages": _count(
+                conn, "SELECT COUNT(*) FROM ticket_messages WHERE kind = 'customer'"
+            ),
+            "escalations": _count(conn, "SELECT COUNT(*) FROM escalations"),
+            "webhooks": {r["state"]: r["n"] for r in deliveries},
+        }
+    outcomes = sandbox.counters.snapshot("model.outcome.")
+    stats["model_requests"] = {
+        "total": sum(outcomes.values()),
+        "by_outcome": outcomes,
+        "by_mode": sandbox.counters.snapshot("model.mode."),
+    }
+    stats["faults_applied"] = sandbox.counters.snapshot("faults.")
+    return stats
+
+
+async def stats(request: Request) -> Response:
+    return json_response(await run_sync(stats_collect, sandbox_of(request)))
+
+
+def _refunds_all(sandbox: Sandbox) -> list[dict[str, Any]]:
+    with sandbox.db.read() as conn:
+        rows = conn.execute(
+            "SELECT id, idempotency_key AS key, payment_intent, order_id, amount, currency, reason, created"
+            " FROM refunds ORDER BY rowid"
+        ).fetchall()
+    return [dict(r) for r in rows]
+
+
+async def refunds(request: Request) -> Response:
+    return json_response({"refunds": await run_sync(_refunds_all, sandbox_of(request))})
+
+
+def _wants_seed(request: Request, body: dict[str, Any] | None) -> bool:
+    if request.query_params.get("seed_demo", "").lower() in ("1", "true", "yes"):
+        return True
+    return bool(body and body.get("seed_demo"))
+
+
+def reset_all(sandbox: Sandbox, *, reseed: bool) -> None:
+    sandbox.db.wipe()
+    sandbox.faults.clear()
+    sandbox.counters.clear()
+    if reseed:
+        seed_demo(sandbox.db)
+
+
+async def reset(request: Request) -> Response:
+    """Wipe everything (data, faults, counters); `{"seed_demo": true}` reseeds."""
+    reseed = _wants_seed(request, await json_body(request))
+    await run_sync(reset_all, sandbox_of(request), reseed=reseed)
+    return json_response({"ok": True, "seeded": reseed})
+
+
+async def seed(request: Request) -> Response:
+    await run_sync(seed_demo, sandbox_of(request).db)
+    return json_response({"ok": True})
+
+
+async def faults_list(request: Request) -> Response:
+    return json_response({"faults": sandbox_of(request).faults.list()})
+
+
+async def faults_add(request: Request) -> Response:
+    body = await json_body(request)
+    if body is None:
+        return helpdesk_error(400, "invalid_request", "Body must be a JSON object.")
+    try:
+        rule = sandbox_of(request).faults.add(body)
+    except FaultError as exc:
+        return helpdesk_error(400, "invalid_request", str(exc))
+    return json_response({"id": rule.id, "faults": sandbox_of(request).faults.list()}, 201)
+
+
+async def faults_clear(request: Request) -> Response:
+    sandbox_of(request).faults.clear()
+    return json_response({"faults": []})
+
+
+routes = [
+    Route("/_health", health, methods=["GET"]),
+    Route("/_stats", stats, methods=["GET"]),
+    Route("/_refunds", refunds, methods=["GET"]),
+    Route("/_reset", reset, methods=["POST"]),
+    Route("/_seed", seed, methods=["POST"]),
+    Route("/_faults", faults_list, methods=["GET"]),
+    Route("/_faults", faults_add, methods=["POST"]),
+    Route("/_faults", faults_clear, methods=["DELETE"]),
+]

@@ -1,0 +1,276 @@
+"""Fault injection: rules posted to /_faults, applied by an outer ASGI wrapper.
+
+The wrapper sits OUTSIDE Starlette because dropping a connection needs the
+server's cooperation: an ASGI app that returns a non-None value makes
+uvicorn close the transport without writing anything, which is exactly a
+response lost on the wire. (Raising would make uvicorn answer 500 instead.)
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import anyio
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from sandbox.responses import anthropic_error, helpdesk_error, stripe_error
+
+TARGETS = ("payments", "messages", "helpdesk")
+KINDS = ("latency", "status", "drop_after_commit", "stall")
+DEFAULT_LATENCY_MS = {"latency": 1000, "stall": 60000}
+# A stalled stream still delivers this many body chunks (message_start,
+# the first block start, a ping, a text delta) before going silent.
+STALL_AFTER_CHUNKS = 4
+
+
+class _CloseConnection:
+    """Returned to uvicorn to make it close the socket without a response."""
+
+    def __repr__(self) -> str:
+        return "sandbox fault: connection closed without a response"
+
+
+CLOSE_CONNECTION = _CloseConnection()
+
+
+class FaultError(ValueError):
+    pass
+
+
+@dataclass
+class Rule:
+    id: int
+    target: str
+    kind: str
+    count: int = 1
+    status: int | None = None
+    latency_ms: int = 0
+    retry_after: float | None = None
+    path_prefix: str | None = None
+    method: str | None = None
+    # latency only: "before" the request runs, or "in_flight" while an
+    # idempotency key is held (payments/helpdesk) so a duplicate meets a 409.
+    phase: str = "before"
+    applied: int = field(default=0)
+
+    def matches(self, target: str, path: str, method: str) -> bool:
+        return (
+            self.target == target
+            and (self.path_prefix is None or path.startswith(self.path_prefix))
+            and (self.method is None or self.method == method)
+        )
+
+
+def _int(spec: dict[str, Any], name: str, default: int | None, low: int, high: int) -> int | None:
+    value = spec.get(name, default)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise FaultError(f"{name} must be an integer between {low} and {high}")
+    return value
+
+
+def parse_rule(spec: dict[str, Any], rule_id: int) -> Rule:
+    target, kind = spec.get("target"), spec.get("kind")
+    if target not in TARGETS:
+        raise FaultError(f"target must be one of {', '.join(TARGETS)}")
+    if kind not in KINDS:
+        raise FaultError(f"kind must be one of {', '.join(KINDS)}")
+    status = _int(spec, "status", None, 400, 599)
+    if kind == "status" and status is None:
+        raise FaultError("status is required for kind=status")
+    match = spec.get("match") or {}
+    if not isinstance(match, dict):
+        raise FaultError("match must be an object")
+    retry_after = spec.get("retry_after")
+    if retry_after is not None and (not isinstance(retry_after, int | float) or retry_after < 0):
+        raise FaultError("retry_after must be a non-negative number of seconds")
+    phase = spec.get("phase", "before")
+    if phase not in ("before", "in_flight"):
+        raise FaultError("phase must be 'before' or 'in_flight'")
+    return Rule(
+        id=rule_id,
+        target=target,
+        kind=kind,
+        count=_int(spec, "count", 1, 1, 1_000_000) or 1,
+        status=status,
+        latency_ms=_int(spec, "latency_ms", DEFAULT_LATENCY_MS.get(kind, 0), 0, 600_000) or 0,
+        retry_after=retry_after,
+        path_prefix=match.get("path_prefix"),
+        method=(match.get("method") or "").upper() or None,
+        phase=phase,
+    )
+
+
+class FaultBook:
+    """Rules in the order they were added; each matching request uses one up."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._rules: list[Rule] = []
+        self._ids = itertools.count(1)
+
+    def add(self, spec: dict[str, Any]) -> Rule:
+        with self._lock:
+            rule = parse_rule(spec, next(self._ids))
+            self._rules.append(rule)
+            return rule
+
+    def take(self, target: str, path: str, method: str) -> Rule | None:
+        with self._lock:
+            for rule in self._rules:
+                if rule.matches(target, path, method):
+                    rule.applied += 1
+                    if rule.applied >= rule.count:
+                        self._rules.remove(rule)
+                    return rule
+        return None
+
+    def list(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [{**asdict(r), "remaining": r.count - r.applied} for r in self._rules]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._rules.clear()
+
+
+def target_for(path: str) -> str | None:
+    if path.startswith("/v1/messages"):
+        return "messages"
+    if path.startswith("/v1/"):
+        return "payments"
+    if path.startswith("/helpdesk/"):
+        return "helpdesk"
+    return None
+
+
+def error_response(rule: Rule) -> Response:
+    """The provider's own error shape for an injected status."""
+    status = rule.status or 500
+    headers = {"retry-after": f"{rule.retry_after:g}"} if rule.retry_after is not None else {}
+    message = f"Injected fault: HTTP {status}"
+    if rule.target == "messages":
+        return anthropic_error(status, message, headers)
+    if rule.target == "payments":
+        response = _stripe_fault(status, message)
+    else:
+        kind = {429: "rate_limited", 409: "conflict"}.get(
+            status, "server_error" if status >= 500 else "invalid_request"
+        )
+        response = helpdesk_error(status, kind, message)
+    response.headers.update(headers)
+    return response
+
+
+def _stripe_fault(status: int, message: str) -> Response:
+    if status == 429:
+        return stripe_error(429, "invalid_request_error", message, code="rate_limit")
+    if status == 409:
+        return stripe_error(409, "invalid_request_error", message, code="lock_timeout")
+    if status >= 500:
+        return stripe_error(status, "api_error", message)
+    return stripe_error(status, "invalid_request_error", message)
+
+
+class FaultInjector:
+    """Outermost ASGI layer: consults the FaultBook for every API request."""
+
+    def __init__(self, app: ASGIApp, book: FaultBook, counters: Any) -> None:
+        self.app = app
+        self.book = book
+        self.counters = counters
+
+    def __getattr__(self, name: str) -> Any:
+        # create_app() callers may reach for Starlette attributes (state, routes).
+        return getattr(self.app, name)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> Any:
+        target = target_for(scope.get("path", "")) if scope["type"] == "http" else None
+        rule = self.book.take(target, scope["path"], scope["method"]) if target else None
+        if rule is None:
+            return await self.app(scope, receive, send)
+        self.counters.incr(f"faults.{rule.target}.{rule.kind}")
+        if rule.target == "messages" and rule.kind in ("status", "drop_after_commit", "stall"):
+            self.counters.incr(
+                f"model.outcome.fault_{rule.kind if rule.kind != 'status' else rule.status}"
+            )
+        scope.setdefault("state", {})["sandbox_fault"] = rule
+        return await _APPLY[rule.kind](self.app, rule, scope, receive, send)
+
+
+async def _latency(app: ASGIApp, rule: Rule, scope: Scope, receive: Receive, send: Send) -> None:
+    if rule.phase == "before":
+        await anyio.sleep(rule.latency_ms / 1000)
+    await app(scope, receive, send)
+
+
+async def _status(app: ASGIApp, rule: Rule, scope: Scope, receive: Receive, send: Send) -> None:
+    # The work is NOT done: the request never reaches the app.
+    await error_response(rule)(scope, receive, send)
+
+
+async def _drop_after_commit(
+    app: ASGIApp, rule: Rule, scope: Scope, receive: Receive, send: Send
+) -> _CloseConnection:
+    async def swallow(message: Message) -> None:
+        return None
+
+    # The app runs to completion (its transaction commits); nothing it says
+    # reaches the client.
+    await app(scope, receive, swallow)
+    return CLOSE_CONNECTION
+
+
+class _Stalled(Exception):
+    pass
+
+
+async def _stall(
+    app: ASGIApp, rule: Rule, scope: Scope, receive: Receive, send: Send
+) -> _CloseConnection:
+    forwarded = 0
+    streaming = stalled = False
+
+    async def stalling_send(message: Message) -> None:
+        nonlocal forwarded, streaming, stalled
+        if stalled:
+            return
+        if message["type"] == "http.response.start":
+            headers = dict(message.get("headers") or [])
+            streaming = headers.get(b"content-type", b"").startswith(b"text/event-stream")
+        if streaming and (
+            message["type"] == "http.response.start" or forwarded < STALL_AFTER_CHUNKS
+        ):
+            forwarded += message["type"] == "http.response.body"
+            await send(message)
+            return
+        stalled = True
+        await anyio.sleep(rule.latency_ms / 1000)
+        raise _Stalled
+
+    try:
+        await app(scope, receive, stalling_send)
+    except _Stalled:
+        pass
+    return CLOSE_CONNECTION
+
+
+_APPLY = {
+    "latency": _latency,
+    "status": _status,
+    "drop_after_commit": _drop_after_commit,
+    "stall": _stall,
+}
+
+
+def in_flight_pause(scope: Scope) -> float:
+    """Seconds to hold an idempotency key before doing the work (phase=in_flight)."""
+    rule = scope.get("state", {}).get("sandbox_fault")
+    if isinstance(rule, Rule) and rule.kind == "latency" and rule.phase == "in_flight":
+        return rule.latency_ms / 1000
+    return 0.0

@@ -1,0 +1,66 @@
+"""The sandbox's process-wide state: options, storage, fault rules, counters."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from starlette.requests import Request
+
+from sandbox.db import Database
+
+if TYPE_CHECKING:
+    from sandbox.faults import FaultBook
+    from sandbox.webhooks import WebhookSender
+
+
+@dataclass(frozen=True)
+class Options:
+    rate: float | None = None
+    seed: int = 0
+    webhook_url: str | None = None
+    webhook_secret: str | None = None
+    seed_demo: bool = False
+    model_chunk_delay_ms: int = 0
+
+
+class Counters:
+    """Counts of things that are not rows (model requests, faults applied).
+
+    In memory on purpose: they describe this process's traffic, and
+    incrementing one must never wait on SQLite's write lock (a stream that
+    is being cancelled counts itself on the way out).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: Counter[str] = Counter()
+
+    def incr(self, name: str, by: int = 1) -> None:
+        with self._lock:
+            self._counts[name] += by
+
+    def snapshot(self, prefix: str) -> dict[str, int]:
+        with self._lock:
+            return {
+                k[len(prefix) :]: v for k, v in sorted(self._counts.items()) if k.startswith(prefix)
+            }
+
+    def clear(self) -> None:
+        with self._lock:
+            self._counts.clear()
+
+
+@dataclass
+class Sandbox:
+    db: Database
+    options: Options
+    faults: FaultBook
+    counters: Counters
+    webhooks: WebhookSender
+
+
+def sandbox_of(request: Request) -> Sandbox:
+    return request.app.state.sandbox
