@@ -1,0 +1,156 @@
+"""The production model client: the official `anthropic` SDK, streaming.
+
+Without an API key, settings point the same SDK at the sandbox's Messages API
+stand-in, so demos and tests run exactly this code over real HTTP and SSE.
+The SDK retries 429/529/5xx with backoff and honours `retry-after`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import anthropic
+from django.conf import settings
+
+from agents.model.base import Abort, ModelAborted, ModelReply, ModelRequest, ModelUnavailable
+
+
+class AnthropicModel:
+    def __init__(self) -> None:
+        self.client = anthropic.Anthropic(
+            api_key=settings.ANTHROPIC_API_KEY or "sk-ant-sandbox",
+            base_url=settings.ANTHROPIC_BASE_URL or None,
+            timeout=settings.AGENTDESK_MODEL_TIMEOUT_S,
+            max_retries=settings.AGENTDESK_MODEL_MAX_RETRIES,
+        )
+
+    def complete(
+        self,
+        request: ModelRequest,
+        *,
+        on_text: Callable[[str], None],
+        abort: Abort,
+    ) -> ModelReply:
+        try:
+            stream = self.client.messages.create(
+                model=settings.AGENTDESK_MODEL,
+                max_tokens=request.max_tokens,
+                system=request.system,
+                tools=request.tools,
+                messages=request.messages,
+                stream=True,
+            )
+        except (anthropic.APIStatusError, anthropic.APIConnectionError) as exc:
+            raise ModelUnavailable(_describe(exc)) from exc
+        assembler = _Assembler()
+        abort.on_abort(stream.close)  # ends even a stalled stream at once
+        try:
+            with stream:
+                for event in stream:
+                    if abort.is_set():
+                        raise ModelAborted("turn canceled during the model stream")
+                    delta = assembler.feed(event)
+                    if delta:
+                        on_text(delta)
+        except ModelAborted:
+            raise
+        except (anthropic.APIStatusError, anthropic.APIConnectionError) as exc:
+            if abort.is_set():  # the stream was closed under us by a cancel
+                raise ModelAborted("turn canceled during the model stream") from exc
+            raise ModelUnavailable(_describe(exc)) from exc
+        except Exception as exc:  # a broken stream mid-way: same as no answer
+            if abort.is_set():
+                raise ModelAborted("turn canceled during the model stream") from exc
+            raise ModelUnavailable(f"model stream broke: {exc!r}") from exc
+        return assembler.reply()
+
+
+def _describe(exc: Exception) -> str:
+    status = getattr(exc, "status_code", None)
+    return f"model API error{f' {status}' if status else ''}: {exc}"
+
+
+class _Assembler:
+    """Builds content blocks from raw stream events.
+
+    Done by hand rather than with the SDK's accumulator so that tool input
+    that is not valid JSON becomes a recorded, explainable error instead of
+    an exception in the middle of the stream.
+    """
+
+    def __init__(self) -> None:
+        self.blocks: list[dict[str, Any]] = []
+        self.partial_json: dict[int, str] = {}
+        self.malformed: dict[str, str] = {}
+        self.stop_reason = ""
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.model = ""
+        self.finished = False
+
+    def feed(self, event: Any) -> str:
+        kind = event.type
+        if kind == "message_start":
+            self.model = event.message.model
+            self.input_tokens = event.message.usage.input_tokens or 0
+            self.output_tokens = event.message.usage.output_tokens or 0
+        elif kind == "content_block_start":
+            self._start(event.index, event.content_block)
+        elif kind == "content_block_delta":
+            return self._delta(event.index, event.delta)
+        elif kind == "content_block_stop":
+            self._stop(event.index)
+        elif kind == "message_stop":
+            self.finished = True
+        elif kind == "message_delta":
+            self.stop_reason = event.delta.stop_reason or self.stop_reason
+            if event.usage and event.usage.output_tokens is not None:
+                self.output_tokens = event.usage.output_tokens
+        return ""
+
+    def _start(self, index: int, block: Any) -> None:
+        while len(self.blocks) <= index:
+            self.blocks.append({})
+        if block.type == "text":
+            self.blocks[index] = {"type": "text", "text": block.text or ""}
+        elif block.type == "tool_use":
+            self.blocks[index] = {"type": "tool_use", "id": block.id, "name": block.name}
+            self.partial_json[index] = ""
+        else:  # thinking and other blocks are kept as the SDK gives them
+            self.blocks[index] = block.model_dump(exclude_none=True)
+
+    def _delta(self, index: int, delta: Any) -> str:
+        if delta.type == "text_delta":
+            self.blocks[index]["text"] += delta.text
+            return delta.text
+        if delta.type == "input_json_delta":
+            self.partial_json[index] += delta.partial_json
+        return ""
+
+    def _stop(self, index: int) -> None:
+        block = self.blocks[index]
+        if block.get("type") != "tool_use":
+            return
+        raw = self.partial_json.pop(index, "")
+        try:
+            value = json.loads(raw) if raw.strip() else {}
+        except ValueError:
+            value = None
+        if not isinstance(value, dict):
+            self.malformed[block["id"]] = f"tool input is not a JSON object: {raw[:500]!r}"
+            value = {}
+        block["input"] = value
+
+    def reply(self) -> ModelReply:
+        if not self.finished:
+            raise ModelUnavailable("the model stream ended before message_stop")
+        return ModelReply(
+            content=[b for b in self.blocks if b],
+            stop_reason=self.stop_reason or "end_turn",
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            model=self.model,
+            malformed_inputs=self.malformed,
+        )

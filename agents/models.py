@@ -1,0 +1,306 @@
+"""Durable state of agent sessions: sessions, turns, transcript, tool calls, events.
+
+Statuses change in exactly one place each (agents/runtime/transitions.py and
+the raw statements of agents/runtime/store.py); the CheckConstraints here are
+the database's backstop against anything else.
+
+The hot path (one agent step = two commits) writes these tables with a few
+hand-written statements in agents/runtime/store.py; everything else uses the
+ORM. Column names here are therefore part of that module's contract.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+def _status_constraint(name: str, choices: type[models.TextChoices]) -> models.CheckConstraint:
+    return models.CheckConstraint(condition=Q(status__in=choices.values), name=name)
+
+
+class SessionStatus(models.TextChoices):
+    IDLE = "idle"
+    RUNNING = "running"  # has runnable work (what the sweeper looks for)
+    WAITING = "waiting_for_approval"
+    IN_DOUBT = "in_doubt"
+    FAILED = "failed"
+    CANCELED = "canceled"
+
+
+class TurnStatus(models.TextChoices):
+    ACCEPTED = "accepted"
+    RUNNING = "running"
+    WAITING = "waiting_for_approval"
+    RESUMING = "resuming"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELED = "canceled"
+
+
+class ToolCallStatus(models.TextChoices):
+    PENDING = "pending"
+    WAITING = "waiting_for_approval"
+    APPROVED = "approved"
+    DENIED = "denied"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    IN_DOUBT = "in_doubt"
+    CANCELED = "canceled"
+
+
+class Session(models.Model):
+    """One durable agent instance, addressed by its domain key (`ticket:4812`).
+
+    The session is the unit of serialization: every write to its turns,
+    transcript, tool calls, approvals and events first takes the lock of its
+    SessionRuntime row (lock order: that row, then anything below it), which
+    is also what makes the event `seq` gap-free.
+    """
+
+    Status = SessionStatus
+
+    class MessagePolicy(models.TextChoices):
+        QUEUE = "queue"
+        INTERRUPT = "interrupt"
+        REJECT = "reject"
+
+    key = models.CharField(max_length=200, unique=True)
+    profile = models.CharField(max_length=64, default="support_triage")
+    status = models.CharField(
+        max_length=24, choices=SessionStatus.choices, default=SessionStatus.IDLE
+    )
+    message_policy = models.CharField(
+        max_length=12, choices=MessagePolicy.choices, default=MessagePolicy.QUEUE
+    )
+    title = models.CharField(max_length=300, blank=True)
+    customer = models.CharField(max_length=200, blank=True, db_index=True)
+    context = models.JSONField(default=dict, blank=True)  # ticket / customer facts
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    # Budgets (per turn).
+    max_turn_steps = models.PositiveIntegerField(default=40)
+    max_turn_tokens = models.PositiveBigIntegerField(default=400_000)
+
+    class Meta:
+        constraints = [_status_constraint("session_status_valid", SessionStatus)]
+        indexes = [models.Index(fields=["status"], name="session_status_idx")]
+        permissions = [
+            ("operate_session", "Can post to, cancel and resume agent sessions"),
+            ("view_history", "Can read and export a session's full history"),
+        ]
+
+    def __str__(self) -> str:
+        return self.key
+
+    @property
+    def ticket_id(self) -> str | None:
+        kind, _, ident = self.key.partition(":")
+        return ident if kind == "ticket" and ident else None
+
+
+class SessionRuntime(models.Model):
+    """The hot half of a session: what the step engine updates on every step.
+
+    Kept apart from Session so that the row rewritten twice per step is narrow
+    (about 100 bytes instead of the session's descriptive columns), which is
+    most of the write-ahead log a step costs. This row's lock is THE session
+    lock: the engine and every human action take it before touching the
+    session's turns, transcript, tool calls, approvals or events.
+    """
+
+    session = models.OneToOneField(
+        Session, on_delete=models.CASCADE, primary_key=True, related_name="runtime"
+    )
+    # Fencing token: bumped by every claim. A record statement applies only
+    # while the fence it carries is still current, so a worker that lost its
+    # claim (its connection was killed, another worker took over) can never
+    # record a stale step.
+    fence = models.BigIntegerField(default=0)
+    # The worker holding the claim, '' when released. A claim that finds it
+    # set means the previous owner died mid-work: that is a recovery.
+    owner = models.CharField(max_length=100, blank=True)
+    last_seq = models.BigIntegerField(default=0)  # the last event seq handed out
+    transcript_len = models.IntegerField(default=0)  # the next transcript position
+    current_turn_id = models.BigIntegerField(null=True)
+    # Set by a human under this row's lock; every record statement returns it,
+    # so the worker notices a cancel at the next step boundary for free.
+    cancel_requested = models.BooleanField(default=False)
+    step_attempts = models.IntegerField(default=0)  # claims of the current step
+    wake_at = models.DateTimeField(null=True)  # not before (a step's retry backoff)
+    turn_steps = models.IntegerField(default=0)
+    turn_input_tokens = models.BigIntegerField(default=0)
+    turn_output_tokens = models.BigIntegerField(default=0)
+    input_tokens = models.BigIntegerField(default=0)
+    output_tokens = models.BigIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"runtime of session {self.session_id} (fence {self.fence})"
+
+
+class Turn(models.Model):
+    """One unit of agent work started by one input."""
+
+    Status = TurnStatus
+
+    TERMINAL = frozenset({TurnStatus.SUCCEEDED, TurnStatus.FAILED, TurnStatus.CANCELED})
+
+    class Trigger(models.TextChoices):
+        CUSTOMER = "customer_message"
+        STAFF = "staff_message"
+        SCHEDULED = "scheduled"
+        API = "api"
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="turns")
+    number = models.PositiveIntegerField()
+    status = models.CharField(
+        max_length=24, choices=TurnStatus.choices, default=TurnStatus.ACCEPTED
+    )
+    trigger = models.CharField(max_length=24, choices=Trigger.choices, default=Trigger.API)
+    input = models.TextField()
+    started_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    cancel_requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    error = models.TextField(blank=True)
+    steps = models.IntegerField(default=0)
+    input_tokens = models.BigIntegerField(default=0)
+    output_tokens = models.BigIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            _status_constraint("turn_status_valid", TurnStatus),
+            models.UniqueConstraint(fields=["session", "number"], name="turn_number_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}#{self.number} {self.status}"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in self.TERMINAL
+
+
+class Message(models.Model):
+    """One entry of a session's transcript, in Anthropic content-block form.
+
+    Append-only: a step adds rows, nothing rewrites them. Each tool result is
+    its own row (role "user", one tool_result block); consecutive user rows are
+    merged into one message when a request is built, which is what the
+    Messages API wants, while each result is stored exactly once.
+    """
+
+    pk = models.CompositePrimaryKey("session", "position")
+    # The primary key's index already starts with session_id.
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="+", db_index=False)
+    position = models.IntegerField()
+    turn_id = models.BigIntegerField()
+    role = models.CharField(max_length=10)
+    content = models.JSONField()
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["session_id", "position"]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}@{self.position} {self.role}"
+
+
+class ToolCall(models.Model):
+    """One `tool_use` block from the model and what became of it."""
+
+    Status = ToolCallStatus
+
+    # A call in one of these has its tool_result in the transcript.
+
+    # No index of its own: calls are found through their turn.
+    session = models.ForeignKey(
+        Session, on_delete=models.CASCADE, related_name="tool_calls", db_index=False
+    )
+    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="tool_calls")
+    tool_use_id = models.CharField(max_length=100)
+    # `<session key>:<tool_use_id>`: derived from durable data (the recorded
+    # model reply), so it is the same on every replay.
+    idempotency_key = models.CharField(max_length=320)  # unique: see Meta
+    name = models.CharField(max_length=128)
+    kind = models.CharField(max_length=16)  # see agents/tools/base.py::Kind
+    status = models.CharField(max_length=24, choices=ToolCallStatus.choices)
+    input = models.JSONField()
+    # The result lives once, in the transcript row at result_position; only a
+    # note that has no transcript row yet (a denial, an in-doubt outcome) or
+    # a refusal is kept here.
+    output = models.TextField(blank=True)
+    result_position = models.IntegerField(null=True, blank=True)
+    is_error = models.BooleanField(default=False)
+    external_id = models.CharField(max_length=200, blank=True)
+    attempts = models.IntegerField(default=0)
+    message_position = models.IntegerField()  # the assistant message it came from
+    created_at = models.DateTimeField()
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            _status_constraint("toolcall_status_valid", ToolCallStatus),
+            # A constraint rather than unique=True: no second (LIKE) index.
+            models.UniqueConstraint(fields=["idempotency_key"], name="toolcall_key_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.status} ({self.idempotency_key})"
+
+
+class Event(models.Model):
+    """Append-only log with a gap-free per-session sequence number.
+
+    Written in the same transaction as the state it describes; the one source
+    for live pushes, replay after a reconnect, the timeline and the audit.
+    Large payloads (model text, tool output) are not copied here: events name
+    the transcript position or tool call they are about.
+    """
+
+    pk = models.CompositePrimaryKey("session", "seq")
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="+", db_index=False)
+    seq = models.BigIntegerField()
+    turn_id = models.BigIntegerField(null=True)
+    kind = models.CharField(max_length=40)
+    data = models.JSONField(default=dict)
+    actor = models.CharField(max_length=150, blank=True)  # username or worker id
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["session_id", "seq"]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}:{self.seq} {self.kind}"
+
+
+class MemorySnapshot(models.Model):
+    """A compact summary of a session's transcript up to a position."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="memories")
+    upto_position = models.IntegerField()
+    summary = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"memory of session {self.session_id} up to {self.upto_position}"
+
+
+class InboundDelivery(models.Model):
+    """Webhook deliveries already accepted, so a replayed one changes nothing."""
+
+    event_id = models.CharField(max_length=100, unique=True)
+    received_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.event_id

@@ -1,0 +1,316 @@
+"""The step loop: claim, act, record.
+
+`advance(session_id)` is what the Celery task calls. It becomes the
+session's owner (or returns: someone else is on it), then runs the turn's
+consecutive steps in this one task, each step one of:
+
+- a model call: build the request from the transcript, stream the reply
+  (no transaction open), record it with its tool calls (store.record_reply);
+- a tool call: it is already durably `running` (marked in the commit before),
+  run it (no transaction open), record its result (store.record_tool_result);
+- a control transition: honour a cancel, park for a human, fail a turn.
+
+It stops when the turn ends and no other is queued, when the turn waits on
+a human, when a step must be retried later, or after a time slice (then it
+re-enqueues itself, so one long turn cannot hog a worker).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import time
+from typing import Any
+
+from django.conf import settings
+
+from agents.model import get_model_client
+from agents.model.base import ModelAborted, ModelReply, ModelRequest, ModelUnavailable
+from agents.models import ToolCall
+from agents.runtime import cancel, dispatch, live, store, tooling
+from agents.runtime.ownership import session_lock, worker_id
+from agents.runtime.state import CallState, Claimed
+from agents.tools.base import Kind, ToolContext
+from agents.tools.registry import Profile, get_profile
+from approvals.models import arguments_hash
+from approvals.policies import requirement_for
+
+log = logging.getLogger(__name__)
+S = ToolCall.Status
+
+
+class Stop(enum.Enum):
+    TURN_ENDED = "turn_ended"  # claim again: a queued turn may be next
+    PARKED = "parked"  # waiting on a human; released
+    RETRY_LATER = "retry_later"  # released, re-enqueued with a delay
+    SLICE_OVER = "slice_over"  # time to let other sessions run
+
+
+def advance(session_id: int) -> None:
+    with session_lock(session_id) as owned:
+        if not owned:
+            return  # the owner will do the work; this delivery is a duplicate
+        _drive(session_id)
+    # Work that arrived while we were finishing found the lock taken and
+    # left it to us; we have released, so look once more.
+    if store.is_runnable(session_id):
+        dispatch.enqueue(session_id)
+
+
+def _drive(session_id: int) -> None:
+    owner = worker_id()
+    deadline = time.monotonic() + settings.AGENTDESK_TASK_SLICE_S
+    while True:
+        claimed = store.claim(session_id, owner)
+        if claimed is None:
+            return
+        try:
+            stop = _run_turn(claimed, deadline)
+        except store.LostClaim:
+            log.warning("session %s: claim lost, stopping", session_id)
+            return
+        if stop is Stop.SLICE_OVER:
+            store.release(claimed)
+            dispatch.enqueue(session_id)
+            return
+        if stop is not Stop.TURN_ENDED:
+            return
+
+
+def _run_turn(claimed: Claimed, deadline: float) -> Stop:
+    profile = get_profile(claimed.profile)
+    while not claimed.turn_done:
+        if claimed.cancel_requested:
+            store.cancel_turn(claimed)
+            return Stop.TURN_ENDED
+        call = claimed.next_unresolved()
+        if call is not None:
+            if _tool_step(claimed, profile, call) is Stop.PARKED:
+                return Stop.PARKED
+            continue
+        if time.monotonic() > deadline:
+            return Stop.SLICE_OVER
+        if claimed.turn_steps >= claimed.max_turn_steps:
+            store.fail_turn(
+                claimed, f"step budget exhausted ({claimed.max_turn_steps} model calls)"
+            )
+            return Stop.TURN_ENDED
+        stop = _model_step(claimed, profile)
+        if stop is not None:
+            return stop
+    return Stop.TURN_ENDED
+
+
+# --- Tool steps ------------------------------------------------------------------
+
+
+def _tool_step(claimed: Claimed, profile: Profile, call: CallState) -> Stop | None:
+    if call.status in (S.FAILED, S.DENIED, S.CANCELED):
+        # Refused before it ran (bad input, denied, expired): the model reads why.
+        _record(claimed, call, tooling.Outcome(call.status, call.output, is_error=True))
+        return None
+    if call.status == S.SUCCEEDED:  # a human said what an in-doubt call did
+        _record(claimed, call, tooling.Outcome(call.status, call.output))
+        return None
+    if call.status in (S.WAITING, S.IN_DOUBT):
+        return Stop.PARKED if store.park(claimed) else None
+    if call.status in (S.PENDING, S.APPROVED):
+        store.mark_running(claimed, call)
+    tool = profile.tool(call.name)
+    if tool is None:  # the profile lost the tool since the reply was recorded
+        _record(claimed, call, tooling.Outcome(S.FAILED, f"Error: unknown tool {call.name}", True))
+        return None
+    reissued = call.id in claimed.in_flight_at_claim
+    claimed.in_flight_at_claim.discard(call.id)
+    if reissued and tool.kind == Kind.NOT_IDEMPOTENT:
+        note = "The worker running this call died mid-call; it may or may not have happened."
+        store.mark_in_doubt(claimed, call, note)
+        return Stop.PARKED
+    context = ToolContext(claimed.key, call.idempotency_key, call.attempts, claimed.context)
+    started = time.monotonic()
+    outcome = tooling.execute(tool, context, call.input)
+    if outcome.status == S.IN_DOUBT:
+        store.mark_in_doubt(claimed, call, outcome.content)
+        return Stop.PARKED
+    _record(claimed, call, outcome, ms=_ms(started), reissued=reissued)
+    return None
+
+
+def _record(
+    claimed: Claimed, call: CallState, outcome: tooling.Outcome, ms: int = 0, reissued=False
+) -> None:
+    content = outcome.content
+    edited = _edited_note(claimed, call)
+    if edited:
+        content = f"{edited}\n{content}"
+    data: dict[str, Any] = {"tool_use_id": call.tool_use_id, "name": call.name}
+    data.update(status=outcome.status, ms=ms, attempt=call.attempts)
+    if reissued:
+        data["reissued"] = True
+    store.record_tool_result(
+        claimed,
+        call,
+        content=content,
+        is_error=outcome.is_error,
+        status=outcome.status,
+        external_id=outcome.external_id,
+        data=data,
+        next_call=claimed.next_to_run_after(call),
+    )
+
+
+def _edited_note(claimed: Claimed, call: CallState) -> str:
+    """Tell the model when an approver changed the arguments it asked for."""
+    if call.status not in (S.RUNNING,) or not claimed.transcript:
+        return ""
+    for row in reversed(claimed.transcript):
+        if row["role"] != "assistant":
+            continue
+        for block in row["content"]:
+            if block.get("id") == call.tool_use_id and block.get("input") != call.input:
+                return f"Note: an approver changed the arguments before this ran: {call.input}"
+        return ""
+    return ""
+
+
+# --- Model steps -----------------------------------------------------------------
+
+
+def _model_step(claimed: Claimed, profile: Profile) -> Stop | None:
+    request = ModelRequest(
+        system=profile.system,
+        tools=[tool.schema_for_model() for tool in profile.tools],
+        messages=build_messages(claimed.transcript),
+        max_tokens=settings.AGENTDESK_MODEL_MAX_TOKENS,
+    )
+    stream = live.TextStream(claimed.session_id, claimed.turn_id)
+    started = time.monotonic()
+    try:
+        with cancel.watch(claimed.session_id) as abort:
+            reply = get_model_client().complete(request, on_text=stream.push, abort=abort)
+    except ModelAborted:
+        stream.discard()
+        store.cancel_turn(claimed)
+        return Stop.TURN_ENDED
+    except ModelUnavailable as exc:
+        stream.discard()
+        delay = store.note_step_failure(claimed, "model.failed", str(exc))
+        dispatch.enqueue(claimed.session_id, countdown=delay)
+        return Stop.RETRY_LATER
+    finally:
+        stream.close()
+    _record_reply(claimed, profile, reply, _ms(started))
+    stream.discard()
+    return None
+
+
+def _record_reply(claimed: Claimed, profile: Profile, reply: ModelReply, ms: int) -> None:
+    calls, approvals = _triage_calls(claimed, profile, reply)
+    finish = not reply.tool_uses
+    summary = [
+        {"tool_use_id": c["tool_use_id"], "name": c["name"], "status": c["status"]} for c in calls
+    ]
+    usage = {"input": reply.input_tokens, "output": reply.output_tokens}
+    data = {"stop_reason": reply.stop_reason, "usage": usage, "ms": ms, "tool_calls": summary}
+    event_list: list[dict[str, Any]] = [{"kind": "model.replied", "data": data}]
+    for approval in approvals:
+        event_list.append(
+            {
+                "kind": "approval.requested",
+                "data": {"tool_use_id": approval["tool_use_id"], "policy": approval["policy"]},
+            }
+        )
+    if finish:
+        event_list.append({"kind": "turn.succeeded", "data": {"number": claimed.turn_number}})
+    _, ids = store.record_reply(
+        claimed,
+        content=reply.content,
+        calls=calls,
+        approvals=approvals,
+        event_list=event_list,
+        in_tokens=reply.input_tokens,
+        out_tokens=reply.output_tokens,
+        finish=finish,
+    )
+    claimed.calls = [_call_state(c, ids[c["tool_use_id"]]) for c in calls]
+    claimed.in_flight_at_claim = set()
+    claimed.turn_done = finish
+
+
+def _triage_calls(
+    claimed: Claimed, profile: Profile, reply: ModelReply
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Decide each requested call's first status before anything runs:
+    refused (bad input, not in the profile), waiting for approval, or pending.
+    The first runnable call is recorded `running` with the reply itself."""
+    calls, approvals = [], []
+    for block in reply.tool_uses:
+        name, arguments = block["name"], block.get("input", {})
+        status, output = S.PENDING, ""
+        tool = profile.tool(name)
+        if block["id"] in reply.malformed_inputs:
+            status, output = S.FAILED, f"Error: {reply.malformed_inputs[block['id']]}"
+        elif tool is None:
+            offered = ", ".join(t.name for t in profile.tools)
+            status, output = S.FAILED, f"Error: no tool named {name!r}; available: {offered}"
+        elif problem := tool.validate(arguments):
+            status, output = S.FAILED, f"Error: input does not match the schema: {problem}"
+        elif requirement := requirement_for(name, arguments):
+            status = S.WAITING
+            approvals.append(
+                {
+                    "tool_use_id": block["id"],
+                    "policy": requirement.policy,
+                    "detail": requirement.detail,
+                    "tool_name": name,
+                    "arguments": arguments,
+                    "arguments_hash": arguments_hash(arguments),
+                    "reasoning": reply.text[:4000],
+                }
+            )
+        calls.append(
+            {
+                "tool_use_id": block["id"],
+                "idempotency_key": f"{claimed.key}:{block['id']}",
+                "name": name,
+                "kind": tool.kind.value if tool else "",
+                "status": status,
+                "input": arguments,
+                "output": output,
+                "attempts": 0,
+            }
+        )
+    if calls and calls[0]["status"] == S.PENDING:
+        calls[0]["status"], calls[0]["attempts"] = S.RUNNING, 1
+    return calls, approvals
+
+
+def _call_state(call: dict[str, Any], call_id: int) -> CallState:
+    return CallState(
+        id=call_id,
+        tool_use_id=call["tool_use_id"],
+        idempotency_key=call["idempotency_key"],
+        name=call["name"],
+        kind=call["kind"],
+        status=call["status"],
+        input=call["input"],
+        output=call["output"],
+        is_error=bool(call["output"]),
+        attempts=call["attempts"],
+    )
+
+
+def build_messages(transcript: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Transcript rows to Messages-API messages: consecutive rows of one role
+    (each tool result is its own row) merge into one message."""
+    messages: list[dict[str, Any]] = []
+    for row in transcript:
+        if messages and messages[-1]["role"] == row["role"]:
+            messages[-1]["content"] = messages[-1]["content"] + row["content"]
+        else:
+            messages.append({"role": row["role"], "content": list(row["content"])})
+    return messages
+
+
+def _ms(started: float) -> int:
+    return round((time.monotonic() - started) * 1000)

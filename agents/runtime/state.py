@@ -1,0 +1,73 @@
+"""What the owner of a session keeps in memory between its commits.
+
+Loaded once by a claim (store.claim) and kept in step with every record the
+owner commits, so the hot path never reads before it writes. Anything a
+human may change meanwhile (a cancel, an approval decision) is either
+returned by the record statements (`cancel_requested`) or re-read under the
+lock before the engine relies on it (store.park).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from agents.models import ToolCall
+
+S = ToolCall.Status
+
+
+@dataclass
+class CallState:
+    id: int
+    tool_use_id: str
+    idempotency_key: str
+    name: str
+    kind: str
+    status: str
+    input: dict[str, Any]
+    output: str = ""
+    is_error: bool = False
+    attempts: int = 0
+    result_position: int | None = None
+
+    @property
+    def has_result(self) -> bool:
+        return self.result_position is not None
+
+
+@dataclass
+class Claimed:
+    session_id: int
+    key: str
+    profile: str
+    context: dict[str, Any]
+    fence: int
+    owner: str
+    turn_id: int
+    turn_number: int
+    started_by_id: int | None
+    max_turn_steps: int
+    turn_steps: int
+    transcript: list[dict[str, Any]]  # rows in position order: {"role", "content"}
+    calls: list[CallState]  # tool calls of the last assistant message, in order
+    recovered: bool = False
+    # Calls found `running` by this claim: a dead owner may have sent them.
+    in_flight_at_claim: set[int] = field(default_factory=set)
+    cancel_requested: bool = False
+    turn_done: bool = False
+
+    def next_unresolved(self) -> CallState | None:
+        for call in self.calls:
+            if not call.has_result:
+                return call
+        return None
+
+    def next_to_run_after(self, call: CallState) -> CallState | None:
+        """The call to mark running in the same commit that records `call`."""
+        following = self.calls[self.calls.index(call) + 1 :]
+        for nxt in following:
+            if nxt.has_result:
+                continue
+            return nxt if nxt.status in (S.PENDING, S.APPROVED) else None
+        return None

@@ -1,0 +1,196 @@
+"""Writes on sessions that come from people and inbound channels.
+
+Each is one short transaction under the session lock (the SessionRuntime row,
+see agents/runtime/store.py::_lock), so it never races the worker; each
+writes its events in that transaction and enqueues `advance` after commit.
+Views, consumers, the inbound API, tasks and management commands call these.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from agents import events
+from agents.errors import Conflict
+from agents.events import EventSpec
+from agents.models import Session, SessionRuntime, ToolCall, Turn
+from agents.runtime import dispatch, store
+from agents.transitions import check_tool_move
+
+T = Turn.Status
+C = ToolCall.Status
+OPEN_TURN = [T.ACCEPTED, T.RUNNING, T.WAITING, T.RESUMING]
+
+
+def _actor(user: AbstractBaseUser | None, default: str = "system") -> str:
+    return user.get_username() if user is not None else default
+
+
+def session_get_or_create(
+    *,
+    key: str,
+    profile: str = "support_triage",
+    title: str = "",
+    customer: str = "",
+    context: dict[str, Any] | None = None,
+) -> Session:
+    """The one session for a domain key, created on first contact."""
+    session = Session.objects.filter(key=key).first()
+    if session is not None:
+        return session
+    try:
+        with transaction.atomic():
+            session = Session.objects.create(
+                key=key,
+                profile=profile,
+                title=title[:300],
+                customer=customer[:200],
+                context=context or {},
+            )
+            SessionRuntime.objects.create(session=session)
+            return session
+    except IntegrityError:  # created concurrently by another request: same session
+        return Session.objects.get(key=key)
+
+
+def message_post(
+    *,
+    key: str,
+    text: str,
+    trigger: str = Turn.Trigger.API,
+    user: AbstractBaseUser | None = None,
+    title: str = "",
+    customer: str = "",
+    context: dict[str, Any] | None = None,
+) -> Turn:
+    """A message for the agent: starts a turn, or queues one behind the
+    running turn, as the session's message policy says."""
+    session = session_get_or_create(key=key, title=title, customer=customer, context=context)
+    with transaction.atomic():
+        runtime = store.lock_session(session.id)
+        session = runtime.session
+        active = Turn.objects.filter(session=session, status__in=OPEN_TURN).order_by("number")
+        policy = session.message_policy
+        if active and policy == Session.MessagePolicy.REJECT:
+            raise Conflict("a turn is already running on this session", current=active[0].status)
+        specs: list[EventSpec] = []
+        if active and policy == Session.MessagePolicy.INTERRUPT:
+            _cancel_open_turns(runtime, user, specs)
+        number = (Turn.objects.filter(session=session).aggregate(n=Max("number"))["n"] or 0) + 1
+        turn = Turn.objects.create(
+            session=session, number=number, trigger=trigger, input=text, started_by=user
+        )
+        if session.status != Session.Status.RUNNING and not active:
+            session.status = Session.Status.RUNNING
+            session.save(update_fields=["status", "updated_at"])
+        data = {"number": number, "trigger": trigger, "text": text[:20_000]}
+        data["queued"] = bool(active) and policy == Session.MessagePolicy.QUEUE
+        specs.append(EventSpec("turn.accepted", data, turn.id, _actor(user, trigger)))
+        events.append(runtime, specs)
+        dispatch.enqueue_on_commit(session.id)
+    return turn
+
+
+def turn_cancel(*, session_id: int, user: AbstractBaseUser | None) -> Session:
+    """Cancel the session's open turns. Closing a browser never calls this."""
+    with transaction.atomic():
+        runtime = store.lock_session(session_id)
+        specs: list[EventSpec] = []
+        if not _cancel_open_turns(runtime, user, specs):
+            raise Conflict("nothing to cancel", current=runtime.session.status)
+        events.append(runtime, specs)
+        dispatch.enqueue_on_commit(session_id)
+    return runtime.session
+
+
+def _cancel_open_turns(runtime: SessionRuntime, user, specs: list[EventSpec]) -> bool:
+    actor = _actor(user)
+    open_turns = list(Turn.objects.filter(session_id=runtime.session_id, status__in=OPEN_TURN))
+    # Queued turns first, the current one last, so the session's final status
+    # is computed once nothing else is open.
+    open_turns.sort(key=lambda t: t.id == runtime.current_turn_id)
+    for turn in open_turns:
+        turn.cancel_requested_by = user
+        turn.save(update_fields=["cancel_requested_by"])
+        if turn.id == runtime.current_turn_id and runtime.owner:
+            # A worker holds this turn in memory: it honours the flag at its
+            # next step boundary, or aborts its model stream (runtime/cancel.py).
+            runtime.cancel_requested = True
+            runtime.save(update_fields=["cancel_requested", "updated_at"])
+            specs.append(
+                EventSpec("turn.cancel_requested", {"number": turn.number}, turn.id, actor)
+            )
+            continue
+        store.cancel_open_calls(runtime, turn, specs, actor)
+        store.finish_turn(runtime, turn, T.CANCELED, specs, actor)
+        runtime.save()
+    return bool(open_turns)
+
+
+def session_resume(*, session_id: int, user: AbstractBaseUser | None) -> Turn:
+    """Start a turn that asks the agent to carry on after a failure or cancel."""
+    session = Session.objects.get(pk=session_id)
+    if Turn.objects.filter(session=session, status__in=OPEN_TURN).exists():
+        raise Conflict("a turn is still open; nothing to resume", current=session.status)
+    return message_post(
+        key=session.key,
+        text="Please continue where you left off.",
+        trigger=Turn.Trigger.STAFF,
+        user=user,
+    )
+
+
+def toolcall_resolve(
+    *, tool_call_id: int, user: AbstractBaseUser, resolution: str, note: str = ""
+) -> ToolCall:
+    """A human settles an in-doubt call: `retry` (resend; only sensible after
+    checking the other side), `succeeded` or `failed` (with what happened)."""
+    call = ToolCall.objects.get(pk=tool_call_id)
+    with transaction.atomic():
+        runtime = store.lock_session(call.session_id)
+        call = ToolCall.objects.select_for_update().get(pk=tool_call_id)
+        if call.status != C.IN_DOUBT:
+            raise Conflict("this call is not in doubt", current=call.status)
+        to = {"retry": C.APPROVED, "succeeded": C.SUCCEEDED, "failed": C.FAILED}[resolution]
+        check_tool_move(call, to)
+        call.status = to
+        who = _actor(user)
+        call.output = f"Resolved by {who} ({resolution}): {note}".strip()
+        call.is_error = to == C.FAILED
+        call.finished_at = timezone.now()
+        call.save(update_fields=["status", "output", "is_error", "finished_at"])
+        specs = [
+            EventSpec(
+                "tool.resolved",
+                {"tool_use_id": call.tool_use_id, "resolution": resolution, "note": note},
+                call.turn_id,
+                who,
+            )
+        ]
+        resume_if_unblocked(runtime, call.turn_id, specs, who)
+        events.append(runtime, specs)
+    return call
+
+
+def resume_if_unblocked(
+    runtime: SessionRuntime, turn_id: int, specs: list[EventSpec], actor: str
+) -> None:
+    """After a human decision: if the parked turn waits on nothing more, hand
+    it back to a worker. (A turn still held by a worker is left alone; it
+    re-reads the calls under this same lock before it would park.)"""
+    turn = Turn.objects.get(pk=turn_id)
+    if turn.status != T.WAITING:
+        return
+    if ToolCall.objects.filter(turn=turn, status__in=[C.WAITING, C.IN_DOUBT]).exists():
+        return
+    store.move_turn(turn, T.RESUMING)
+    session = runtime.session
+    session.status = Session.Status.RUNNING
+    session.save(update_fields=["status", "updated_at"])
+    specs.append(EventSpec("turn.resuming", {"number": turn.number}, turn.id, actor))
+    dispatch.enqueue_on_commit(runtime.session_id)

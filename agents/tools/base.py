@@ -1,0 +1,89 @@
+"""What a tool is, to the runtime: a schema, a kind, a timeout and a call.
+
+The kind decides what recovery may do with a call whose outcome is unknown
+(the worker died, or the connection dropped, after the request left):
+
+- READ_ONLY: changes nothing; simply run it again.
+- IDEMPOTENT_BY_KEY: the remote side deduplicates on our idempotency key
+  (Stripe-style), so sending it again with the same key is safe.
+- NOT_IDEMPOTENT: sending again might do it twice; the call becomes
+  `in_doubt` and a human decides.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema
+
+
+class Kind(enum.StrEnum):
+    READ_ONLY = "read_only"
+    IDEMPOTENT_BY_KEY = "idempotent_by_key"
+    NOT_IDEMPOTENT = "not_idempotent"
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    session_key: str
+    idempotency_key: str
+    attempt: int
+    context: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ticket_id(self) -> str | None:
+        kind, _, ident = self.session_key.partition(":")
+        return ident.split("/")[0] if kind == "ticket" and ident else None
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    content: str  # what the model reads as the tool_result
+    is_error: bool = False
+    external_id: str = ""  # e.g. the refund id at the payment provider
+
+
+class ToolError(Exception):
+    """A definite failure: nothing happened (or it is known what did).
+
+    The message goes to the model as an error tool_result.
+    """
+
+
+class OutcomeUnknown(Exception):
+    """The request may have reached the other side; we cannot know its effect."""
+
+
+class NotSent(Exception):
+    """The request certainly never left (connection refused); safe to retry."""
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    kind: Kind
+    run: Callable[[ToolContext, dict[str, Any]], ToolOutput]
+    timeout_s: float = 15.0
+
+    def schema_for_model(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": self.input_schema,
+        }
+
+    def validate(self, arguments: Any) -> str | None:
+        """The reason `arguments` don't fit the schema, or None when they do."""
+        if not isinstance(arguments, dict):
+            return "tool input must be a JSON object"
+        try:
+            jsonschema.validate(arguments, self.input_schema)
+        except jsonschema.ValidationError as exc:
+            where = "/".join(str(p) for p in exc.absolute_path) or "input"
+            return f"{where}: {exc.message}"
+        return None

@@ -1,0 +1,176 @@
+"""Agentdesk settings: one module, read from the environment.
+
+Every knob is an environment variable with a default that works for
+`make run` (the embedded PostgreSQL and Redis set DATABASE_URL / REDIS_URL
+before anything imports this module).
+"""
+
+from pathlib import Path
+
+import dj_database_url
+
+from config.env import env_bool, env_float, env_int, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+SECRET_KEY = env_str("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me")
+DEBUG = env_bool("DJANGO_DEBUG", False)
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "django_htmx",
+    "agents",
+    "approvals",
+    "dashboard",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+    "dashboard.middleware.ContentSecurityPolicyMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+ASGI_APPLICATION = "config.asgi.application"
+WSGI_APPLICATION = None
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Data stores ----------------------------------------------------------
+DATABASE_URL = env_str("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/agentdesk")
+DATABASES = {
+    # Persistent connections: a worker keeps one connection, which also holds
+    # its session-level advisory locks (see agents/runtime/ownership.py).
+    "default": dj_database_url.parse(DATABASE_URL, conn_max_age=600, conn_health_checks=True)
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [REDIS_URL], "capacity": 1500, "expiry": 30},
+    }
+}
+
+# --- Celery ---------------------------------------------------------------
+# Redis is a delivery path, not the source of truth: every task re-reads
+# Postgres, and the sweeper re-enqueues work that a lost message left behind.
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True  # a task killed mid-step is delivered again
+CELERY_TASK_REJECT_ON_WORKER_LOST = True  # ...also when the pool child dies
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1  # a busy worker does not hoard messages
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# One advance task runs at most AGENTDESK_TASK_SLICE_S of steps and then
+# re-enqueues itself, so a task lives at most one slice plus its longest step
+# (a model call with its retries). The hard time limit sits above that, and
+# the visibility timeout above the time limit: Redis must never hand a
+# message to a second worker while the first is still legitimately on it.
+CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 900)
+CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 960)
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600),
+}
+CELERY_BEAT_SCHEDULE = {
+    "sweep-sessions": {
+        "task": "agents.sweep_sessions",
+        "schedule": env_float("AGENTDESK_SWEEP_INTERVAL_S", 2.0),
+    },
+    "expire-approvals": {
+        "task": "approvals.expire_approvals",
+        "schedule": env_float("AGENTDESK_EXPIRE_INTERVAL_S", 5.0),
+    },
+}
+
+# --- Agentdesk runtime ----------------------------------------------------
+SANDBOX_URL = env_str("SANDBOX_URL", "http://127.0.0.1:8100")
+ANTHROPIC_API_KEY = env_str("ANTHROPIC_API_KEY", "")
+# Without a key, the same SDK talks to the sandbox's Messages-API stand-in.
+ANTHROPIC_BASE_URL = env_str("ANTHROPIC_BASE_URL", "" if ANTHROPIC_API_KEY else SANDBOX_URL)
+AGENTDESK_MODEL = env_str("AGENTDESK_MODEL", "claude-sonnet-4-5")
+AGENTDESK_MODEL_MAX_TOKENS = env_int("AGENTDESK_MODEL_MAX_TOKENS", 1024)
+AGENTDESK_MODEL_TIMEOUT_S = env_float("AGENTDESK_MODEL_TIMEOUT_S", 120.0)
+AGENTDESK_MODEL_MAX_RETRIES = env_int("AGENTDESK_MODEL_MAX_RETRIES", 3)
+AGENTDESK_MODEL_CLIENT = env_str("AGENTDESK_MODEL_CLIENT", "agents.model.anthropic.AnthropicModel")
+
+STRIPE_API_KEY = env_str("STRIPE_API_KEY", "sk_test_sandbox")
+STRIPE_API_BASE = env_str("STRIPE_API_BASE", SANDBOX_URL)
+HELPDESK_URL = env_str("HELPDESK_URL", SANDBOX_URL)
+AGENTDESK_HTTP_TIMEOUT_S = env_float("AGENTDESK_HTTP_TIMEOUT_S", 15.0)
+
+AGENTDESK_WEBHOOK_SECRET = env_str("AGENTDESK_WEBHOOK_SECRET", "whsec_dev_only")
+AGENTDESK_WEBHOOK_TOLERANCE_S = env_int("AGENTDESK_WEBHOOK_TOLERANCE_S", 300)
+AGENTDESK_API_TOKEN = env_str("AGENTDESK_API_TOKEN", "")
+
+AGENTDESK_REFUND_APPROVAL_LIMIT_CENTS = env_int("AGENTDESK_REFUND_APPROVAL_LIMIT_CENTS", 10_000)
+AGENTDESK_APPROVE_REPLIES = env_bool("AGENTDESK_APPROVE_REPLIES", False)
+AGENTDESK_APPROVAL_TTL_S = env_int("AGENTDESK_APPROVAL_TTL_S", 24 * 3600)
+
+AGENTDESK_TASK_SLICE_S = env_float("AGENTDESK_TASK_SLICE_S", 60.0)
+AGENTDESK_MAX_STEP_ATTEMPTS = env_int("AGENTDESK_MAX_STEP_ATTEMPTS", 5)
+AGENTDESK_MAX_TURN_STEPS = env_int("AGENTDESK_MAX_TURN_STEPS", 40)
+AGENTDESK_SWEEP_GRACE_S = env_float("AGENTDESK_SWEEP_GRACE_S", 2.0)
+AGENTDESK_TOOL_RETRIES = env_int("AGENTDESK_TOOL_RETRIES", 3)
+
+# --- Auth, static, i18n ---------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "dashboard:sessions"
+LOGOUT_REDIRECT_URL = "login"
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_HTTPONLY = False  # htmx reads it for the X-CSRFToken header
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {
+        "httpx": {"level": "WARNING"},
+        "httpx2": {"level": "WARNING"},
+        "stripe": {"level": "WARNING"},
+    },
+}
