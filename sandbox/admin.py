@@ -28,6 +28,9 @@ def stats_collect(sandbox: Sandbox) -> dict[str, Any]:
         by_key = conn.execute(
             "SELECT idempotency_key, COUNT(*) AS n FROM refunds WHERE idempotency_key IS NOT NULL GROUP BY idempotency_key"
         ).fetchall()
+        in_flight = conn.execute(
+            "SELECT area, key FROM idempotency_keys WHERE state = 'in_flight'"
+        ).fetchall()
         deliveries = conn.execute(
             "SELECT state, COUNT(*) AS n FROM webhook_deliveries GROUP BY state"
         ).fetchall()
@@ -49,6 +52,12 @@ def stats_collect(sandbox: Sandbox) -> dict[str, Any]:
             ),
             "escalations": _count(conn, "SELECT COUNT(*) FROM escalations"),
             "webhooks": {r["state"]: r["n"] for r in deliveries},
+            "idempotency": {
+                "stored": _count(
+                    conn, "SELECT COUNT(*) FROM idempotency_keys WHERE state = 'done'"
+                ),
+                "in_flight": [f"{r['area']}:{r['key']}" for r in in_flight],
+            },
         }
     outcomes = sandbox.counters.snapshot("model.outcome.")
     stats["model_requests"] = {

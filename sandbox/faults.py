@@ -9,6 +9,7 @@ response lost on the wire. (Raising would make uvicorn answer 500 instead.)
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -18,6 +19,8 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sandbox.responses import anthropic_error, helpdesk_error, stripe_error
+
+log = logging.getLogger("sandbox.faults")
 
 TARGETS = ("payments", "messages", "helpdesk")
 KINDS = ("latency", "status", "drop_after_commit", "stall")
@@ -195,6 +198,9 @@ class FaultInjector:
         if rule is None:
             return await self.app(scope, receive, send)
         self.counters.incr(f"faults.{rule.target}.{rule.kind}")
+        log.info(
+            "fault #%d %s applied to %s %s", rule.id, rule.kind, scope["method"], scope["path"]
+        )
         if rule.target == "messages" and rule.kind in ("status", "drop_after_commit", "stall"):
             self.counters.incr(
                 f"model.outcome.fault_{rule.kind if rule.kind != 'status' else rule.status}"

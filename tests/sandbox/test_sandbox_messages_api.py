@@ -1,0 +1,152 @@
+"""The Messages-API stand-in, driven by the official anthropic SDK over real HTTP."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import anthropic
+import pytest
+
+TICKET = "From alice.martin@example.com: I want a refund for ORD-1001 please."
+
+
+def _create(client, tools, text=TICKET, **kwargs):
+    return client.messages.create(
+        model="claude-sandbox",
+        max_tokens=1024,
+        tools=tools,
+        messages=[{"role": "user", "content": text}],
+        **kwargs,
+    )
+
+
+def test_non_streaming_reply_is_a_text_then_one_tool_use(anthropic_client, triage_tools):
+    message = _create(anthropic_client, triage_tools)
+    assert re.fullmatch(r"msg_[A-Za-z0-9]{24}", message.id)
+    assert message.stop_reason == "tool_use" and message.role == "assistant"
+    text, tool = message.content
+    assert text.type == "text" and "look up" in text.text
+    assert tool.type == "tool_use" and re.fullmatch(r"toolu_[A-Za-z0-9]{24}", tool.id)
+    assert (tool.name, tool.input) == ("lookup_customer", {"email": "alice.martin@example.com"})
+    assert message.usage.input_tokens > 50 and message.usage.output_tokens > 0
+
+
+def test_tool_use_ids_are_random_not_derived_from_the_request(anthropic_client, triage_tools):
+    ids = {_create(anthropic_client, triage_tools).content[1].id for _ in range(3)}
+    assert len(ids) == 3
+
+
+def test_input_tokens_grow_with_the_request(anthropic_client, triage_tools):
+    short = _create(anthropic_client, triage_tools).usage.input_tokens
+    long = _create(
+        anthropic_client, triage_tools, text=TICKET + " padding" * 400
+    ).usage.input_tokens
+    assert long - short == pytest.approx(len(" padding" * 400) / 4, rel=0.1)
+
+
+def test_stream_helper_yields_text_in_chunks_and_the_same_final_message(
+    anthropic_client, triage_tools
+):
+    with anthropic_client.messages.stream(
+        model="claude-sandbox",
+        max_tokens=1024,
+        tools=triage_tools,
+        messages=[{"role": "user", "content": TICKET}],
+    ) as stream:
+        chunks = list(stream.text_stream)
+        final = stream.get_final_message()
+    assert len(chunks) >= 2 and "".join(chunks) == final.content[0].text
+    assert final.content[1].input == {"email": "alice.martin@example.com"}
+    assert final.stop_reason == "tool_use" and final.usage.output_tokens > 1
+
+
+def test_raw_stream_has_the_anthropic_event_sequence(anthropic_client, triage_tools):
+    events = list(_create(anthropic_client, triage_tools, stream=True))
+    kinds = [e.type for e in events]
+    assert kinds[0] == "message_start" and kinds[-2:] == ["message_delta", "message_stop"]
+    assert kinds.count("content_block_start") == kinds.count("content_block_stop") == 2
+    deltas = [e.delta for e in events if e.type == "content_block_delta"]
+    json_parts = [d.partial_json for d in deltas if d.type == "input_json_delta"]
+    assert len([d for d in deltas if d.type == "text_delta"]) >= 2
+    assert len([p for p in json_parts if p]) >= 2
+    assert json.loads("".join(json_parts)) == {"email": "alice.martin@example.com"}
+    message_delta = events[-2]
+    assert message_delta.delta.stop_reason == "tool_use" and message_delta.usage.output_tokens > 0
+
+
+def test_sse_wire_format_includes_event_lines_and_ping(sandbox, triage_tools):
+    body = {
+        "model": "m",
+        "max_tokens": 10,
+        "stream": True,
+        "tools": triage_tools,
+        "messages": [{"role": "user", "content": TICKET}],
+    }
+    reply = sandbox.post("/v1/messages", body, headers={"x-api-key": "k"})
+    assert reply.status == 200 and reply.headers["content-type"].startswith("text/event-stream")
+    frames = [f for f in reply.text.split("\n\n") if f]
+    names = [f.split("\n")[0] for f in frames]
+    assert names[:3] == ["event: message_start", "event: content_block_start", "event: ping"]
+    for frame in frames:
+        event_line, data_line = frame.split("\n")
+        assert json.loads(data_line.removeprefix("data: "))["type"] == event_line.removeprefix(
+            "event: "
+        )
+
+
+def test_requests_without_a_key_or_with_bad_bodies_get_api_errors(sandbox):
+    assert (
+        sandbox.post("/v1/messages", {"model": "m", "max_tokens": 5, "messages": []}).json()[
+            "error"
+        ]["type"]
+        == "authentication_error"
+    )
+    reply = sandbox.post(
+        "/v1/messages",
+        {"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+        headers={"x-api-key": "k"},
+    )
+    assert reply.status == 400 and reply.json() == {
+        "type": "error",
+        "error": {"type": "invalid_request_error", "message": reply.json()["error"]["message"]},
+    }
+
+
+def test_a_tool_use_without_its_result_is_rejected_like_the_real_api(
+    anthropic_client, triage_tools
+):
+    messages = [
+        {"role": "user", "content": TICKET},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "toolu_x", "name": "lookup_customer", "input": {}}
+            ],
+        },
+        {"role": "user", "content": "hello?"},
+    ]
+    with pytest.raises(anthropic.BadRequestError) as raised:
+        anthropic_client.messages.create(
+            model="m", max_tokens=10, tools=triage_tools, messages=messages
+        )
+    assert "tool_result" in str(raised.value)
+
+
+def test_model_requests_are_counted_by_outcome(sandbox, anthropic_client, triage_tools):
+    _create(anthropic_client, triage_tools)
+    _create(anthropic_client, [], text="thanks!")
+    with anthropic_client.messages.stream(
+        model="m", max_tokens=10, messages=[{"role": "user", "content": "hi"}]
+    ) as stream:
+        stream.until_done()
+    counts = sandbox.stats()["model_requests"]
+    assert counts["by_outcome"] == {"tool_use": 1, "end_turn": 2}
+    assert counts["by_mode"] == {"non_stream": 2, "stream": 1}
+
+
+def test_count_tokens(anthropic_client):
+    result = anthropic_client.messages.count_tokens(
+        model="m", messages=[{"role": "user", "content": "x" * 400}]
+    )
+    assert result.input_tokens > 100
