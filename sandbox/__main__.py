@@ -63,7 +63,8 @@ async def _serve(server: uvicorn.Server, sock: socket.socket, host: str) -> None
     while not server.started and not task.done():
         await asyncio.sleep(0.02)
     if server.started:
-        print(f"sandbox: listening on http://{host}:{sock.getsockname()[1]}", flush=True)
+        shown = f"[{host}]" if ":" in host else host
+        print(f"sandbox: listening on http://{shown}:{sock.getsockname()[1]}", flush=True)
     await task
 
 

@@ -19,6 +19,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sandbox.responses import anthropic_error, helpdesk_error, stripe_error
+from sandbox.state import Counters
 
 log = logging.getLogger("sandbox.faults")
 
@@ -183,7 +184,7 @@ def _stripe_fault(status: int, message: str) -> Response:
 class FaultInjector:
     """Outermost ASGI layer: consults the FaultBook for every API request."""
 
-    def __init__(self, app: ASGIApp, book: FaultBook, counters: Any) -> None:
+    def __init__(self, app: ASGIApp, book: FaultBook, counters: Counters) -> None:
         self.app = app
         self.book = book
         self.counters = counters

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import anthropic
 import pytest
@@ -150,3 +151,18 @@ def test_count_tokens(anthropic_client):
         model="m", messages=[{"role": "user", "content": "x" * 400}]
     )
     assert result.input_tokens > 100
+
+
+def test_chunk_delay_option_paces_the_stream(start_sandbox):
+    sandbox = start_sandbox("--model-chunk-delay-ms", "40")
+    client = anthropic.Anthropic(api_key="k", base_url=sandbox.url, max_retries=0)
+    body = {
+        "model": "m",
+        "max_tokens": 10,
+        "messages": [{"role": "user", "content": "one two three four five six seven"}],
+    }
+    started = time.monotonic()
+    with client.messages.stream(**body) as stream:
+        chunks = list(stream.text_stream)
+    assert len(chunks) >= 2
+    assert time.monotonic() - started >= len(chunks) * 0.04
