@@ -1,0 +1,49 @@
+# Agentdesk: `make run` to try it, `make test` to check it.
+# Everything runs from .venv (created on first use from requirements.lock).
+
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+# Re-install only when the lock (or the project's metadata) changed.
+STAMP := $(VENV)/.installed
+
+# `make bench QUICK=1`, `make chaos SEED=7 SESSIONS=500`: passed on as
+# environment variables, only when given.
+PASSTHROUGH := $(if $(QUICK),QUICK=$(QUICK)) $(if $(SEED),SEED=$(SEED)) \
+	$(if $(SESSIONS),SESSIONS=$(SESSIONS))
+
+.PHONY: install run test lint bench chaos clean-data
+
+install: $(STAMP)
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): requirements.lock pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -r requirements.lock
+	$(PY) -m pip install --quiet -e . --no-deps
+	touch $(STAMP)
+
+# Embedded PostgreSQL and Redis (data in .data/) unless DATABASE_URL /
+# REDIS_URL are set; then migrate, demo data, sandbox, web, worker, beat.
+run: install
+	$(PY) scripts/run.py
+
+test: install
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+bench: install
+	$(PASSTHROUGH) $(PY) -m bench
+
+chaos: install
+	$(PASSTHROUGH) $(PY) -m bench.chaos
+
+# Removes the embedded PostgreSQL, Redis and sandbox data (not while `make run` runs).
+clean-data:
+	@if [ -f .data/postgres/postmaster.pid ]; then \
+		echo "clean-data: PostgreSQL still runs on .data/postgres; stop make run first"; exit 1; fi
+	rm -rf .data

