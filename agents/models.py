@@ -232,7 +232,7 @@ class ToolCall(models.Model):
     # model reply), so it is the same on every replay.
     idempotency_key = models.CharField(max_length=320)  # unique: see Meta
     name = models.CharField(max_length=128)
-    kind = models.CharField(max_length=16)  # see agents/tools/base.py::Kind
+    kind = models.CharField(max_length=24)  # see agents/tools/base.py::Kind
     status = models.CharField(max_length=24, choices=ToolCallStatus.choices)
     input = models.JSONField()
     # The result lives once, in the transcript row at result_position; only a

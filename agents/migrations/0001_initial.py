@@ -172,7 +172,7 @@ class Migration(migrations.Migration):
                 ("tool_use_id", models.CharField(max_length=100)),
                 ("idempotency_key", models.CharField(max_length=320)),
                 ("name", models.CharField(max_length=128)),
-                ("kind", models.CharField(max_length=16)),
+                ("kind", models.CharField(max_length=24)),
                 (
                     "status",
                     models.CharField(

@@ -304,8 +304,8 @@ def record_reply(
         "started_by": claimed.started_by_id,
         "approval_ttl": settings.AGENTDESK_APPROVAL_TTL_S,
     }
-    row = _execute_one(RECORD_REPLY_SQL, params, claimed)
-    base, position, cancel_requested, ids = row
+    base, position, cancel_requested, ids = _execute_one(RECORD_REPLY_SQL, params, claimed)
+    ids = json.loads(ids) if isinstance(ids, str) else ids  # Django leaves jsonb as text
     claimed.cancel_requested = cancel_requested
     claimed.turn_steps += 1
     claimed.transcript.append({"role": "assistant", "content": content})

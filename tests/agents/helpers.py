@@ -1,0 +1,70 @@
+"""Helpers for runtime tests: deliver tickets, wait on durable state, check invariants."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+
+from django.conf import settings
+from django.test import Client
+
+from agents.inbound import sign
+from agents.models import Event, Message, Session, ToolCall, Turn
+from tests.processes import wait_for
+
+
+def deliver_ticket(ticket: dict, kind: str = "ticket.created", message: str = "") -> Session:
+    """POST the helpdesk's signed webhook for `ticket` to our inbound endpoint."""
+    body = json.dumps(
+        {
+            "id": f"evt_{secrets.token_hex(8)}",
+            "type": kind,
+            "created": int(time.time()),
+            "ticket": ticket,
+            "message": {"body": message or ticket["body"]},
+        }
+    ).encode()
+    signature = sign(settings.AGENTDESK_WEBHOOK_SECRET, body, int(time.time()))
+    response = Client().post(
+        "/api/inbound/helpdesk",
+        body,
+        content_type="application/json",
+        headers={"Agentdesk-Signature": signature},
+    )
+    assert response.status_code == 202, response.content
+    return Session.objects.get(key=f"ticket:{ticket['id']}")
+
+
+def wait_turn(session: Session, number: int = 1, statuses=None, timeout: float = 30) -> Turn:
+    statuses = statuses or Turn.TERMINAL
+
+    def done():
+        turn = Turn.objects.filter(session=session, number=number).first()
+        return turn if turn and turn.status in statuses else None
+
+    return wait_for(done, timeout=timeout, what=f"turn {number} of {session.key} in {statuses}")
+
+
+def assert_invariants(session: Session) -> None:
+    """The durable log is whole: seqs 1..n with no gap, and every tool_use in
+    the transcript has exactly one tool_result, recorded once."""
+    seqs = list(Event.objects.filter(session=session).values_list("seq", flat=True))
+    assert seqs == list(range(1, len(seqs) + 1)), f"event seqs have gaps: {seqs}"
+    uses, results = [], []
+    for row in Message.objects.filter(session=session).order_by("position"):
+        for block in row.content:
+            if block.get("type") == "tool_use":
+                uses.append(block["id"])
+            elif block.get("type") == "tool_result":
+                results.append(block["tool_use_id"])
+    assert len(uses) == len(set(uses)), "a tool_use was recorded twice"
+    assert sorted(results) == sorted(uses), f"tool_use/tool_result mismatch: {uses} {results}"
+    calls = ToolCall.objects.filter(session=session)
+    assert sorted(c.tool_use_id for c in calls) == sorted(uses)
+
+
+def kinds(session: Session) -> list[str]:
+    return list(
+        Event.objects.filter(session=session).order_by("seq").values_list("kind", flat=True)
+    )
