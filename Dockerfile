@@ -1,0 +1,35 @@
+# The Agentdesk image: one image for web (Daphne), worker, beat, the one-shot
+# migrate and the sandbox; docker-compose.yml picks the command.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /app
+
+# Dependencies first, from the lock file, so code changes reuse this layer.
+COPY requirements.lock ./
+RUN pip install -r requirements.lock
+
+# The project itself (listed, not `COPY .`: no .venv, .data or tests in the image).
+COPY pyproject.toml README.md manage.py ./
+COPY config ./config
+COPY agents ./agents
+COPY approvals ./approvals
+COPY dashboard ./dashboard
+COPY sandbox ./sandbox
+COPY templates ./templates
+COPY static ./static
+# Editable, so settings' BASE_DIR is /app and templates/static are found there.
+RUN pip install --no-deps -e . \
+    && DJANGO_SECRET_KEY=collectstatic-only python manage.py collectstatic --no-input \
+    && useradd --create-home --uid 10001 app \
+    && mkdir /data && chown app:app /data
+
+# Beat's schedule and the sandbox's SQLite file live here (a volume).
+VOLUME ["/data"]
+USER app
+EXPOSE 8000 8100
+CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "config.asgi:application"]
