@@ -1,11 +1,30 @@
-"""Reads on sessions, for views, consumers and commands."""
+"""Reads on sessions, for views, consumers and commands.
+
+Every read a desk page makes goes through here, and each returns in a fixed
+number of queries however many rows it shows (joins and `__in` lookups, never
+a query per row): the pages are measured with 10,000 sessions and 500-event
+sessions (bench/desk_scale.py).
+"""
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import QuerySet
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
 
-from agents.models import Event, Session
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Case, Count, IntegerField, Q, QuerySet, Value, When
+
+from agents.models import Event, Message, Session, SessionRuntime, ToolCall, Turn
+from approvals.models import Approval
+
+S = Session.Status
+
+# What needs a human comes first: an unknown outcome, then a pending
+# decision, then a failure; then work in progress, then the quiet ones.
+NEEDS_HUMAN_ORDER = [S.IN_DOUBT, S.WAITING, S.FAILED, S.RUNNING, S.IDLE, S.CANCELED]
+NEEDS_HUMAN = frozenset({S.IN_DOUBT, S.WAITING, S.FAILED})
 
 
 def sessions_for_user(*, user: AbstractBaseUser) -> QuerySet[Session]:
@@ -17,3 +36,267 @@ def sessions_for_user(*, user: AbstractBaseUser) -> QuerySet[Session]:
 
 def events_after(*, session_id: int, seq: int = 0, limit: int = 1000) -> QuerySet[Event]:
     return Event.objects.filter(session_id=session_id, seq__gt=seq).order_by("seq")[:limit]
+
+
+# --- The sessions list -----------------------------------------------------------
+
+
+def sessions_list(*, user: AbstractBaseUser, status: str = "", q: str = "") -> QuerySet[Session]:
+    """Sessions matching the filters, what needs a human first, then newest."""
+    rows = _search(sessions_for_user(user=user), q)
+    if status:
+        rows = rows.filter(status=status)
+    priority = Case(
+        *(When(status=s, then=Value(i)) for i, s in enumerate(NEEDS_HUMAN_ORDER)),
+        default=Value(len(NEEDS_HUMAN_ORDER)),
+        output_field=IntegerField(),
+    )
+    return (
+        rows.select_related("runtime")
+        .annotate(priority=priority)
+        .order_by("priority", "-updated_at", "-id")
+    )
+
+
+def session_counts(*, user: AbstractBaseUser, q: str = "") -> dict[str, int]:
+    """Sessions per status (for the filter tabs), in one GROUP BY."""
+    rows = _search(sessions_for_user(user=user), q).order_by()
+    counts = {s: 0 for s in NEEDS_HUMAN_ORDER}
+    for row in rows.values("status").annotate(n=Count("id")):
+        counts[row["status"]] = row["n"]
+    return counts
+
+
+def _search(rows: QuerySet[Session], q: str) -> QuerySet[Session]:
+    q = q.strip()
+    if not q:
+        return rows
+    return rows.filter(Q(key__icontains=q) | Q(customer__icontains=q) | Q(title__icontains=q))
+
+
+# --- One session -------------------------------------------------------------------
+
+
+@dataclass
+class TurnView:
+    """A turn with what the page shows of it: its replies and their tool calls."""
+
+    turn: Turn
+    replies: list[dict[str, Any]] = field(default_factory=list)  # see _reply()
+    calls: list[ToolCall] = field(default_factory=list)
+
+
+@dataclass
+class SessionView:
+    session: Session
+    runtime: SessionRuntime
+    last_seq: int  # the page shows the state as of this event (read first)
+    turns: list[TurnView]
+    earlier_turns: int  # turns not shown (older than the ones shown)
+    events: list[Event]
+    earlier_events: int
+
+
+def session_get(*, user: AbstractBaseUser, session_id: int) -> Session | None:
+    return sessions_for_user(user=user).select_related("runtime").filter(pk=session_id).first()
+
+
+def session_detail(
+    *, user: AbstractBaseUser, session_id: int, max_turns: int = 50, max_events: int = 200
+) -> SessionView | None:
+    """Everything the session page shows, in six queries whatever its size.
+
+    The session row (with its last_seq) is read first: the page then says
+    "this is the state as of seq N", and a viewer replays from N, so a step
+    that commits while the page is being built is shown twice at worst (the
+    replay re-renders by stable id), never missed.
+    """
+    session = session_get(user=user, session_id=session_id)
+    if session is None:
+        return None
+    runtime = session.runtime
+    turns = list(Turn.objects.filter(session=session).order_by("-number")[:max_turns])
+    turns.reverse()
+    earlier_turns = turns[0].number - 1 if turns else 0
+    views = turn_views(session_id=session.id, turns=turns)
+    events = list(Event.objects.filter(session=session).order_by("-seq")[:max_events])
+    events.reverse()
+    earlier = events[0].seq - 1 if events else 0
+    return SessionView(session, runtime, runtime.last_seq, views, earlier_turns, events, earlier)
+
+
+def turns_by_id(*, session_id: int, turn_ids: Iterable[int]) -> list[TurnView]:
+    """Turns of one session re-rendered after their events (consumers)."""
+    turns = list(
+        Turn.objects.filter(session_id=session_id, pk__in=list(turn_ids)).order_by("number")
+    )
+    return turn_views(session_id=session_id, turns=turns)
+
+
+def turn_views(*, session_id: int, turns: list[Turn]) -> list[TurnView]:
+    """Attach replies, tool calls, results and approvals: three queries."""
+    if not turns:
+        return []
+    ids = [t.id for t in turns]
+    messages = list(
+        Message.objects.filter(session_id=session_id, turn_id__in=ids).order_by("position")
+    )
+    calls = list(ToolCall.objects.filter(session_id=session_id, turn_id__in=ids).order_by("id"))
+    approvals = {
+        a.tool_call_id: a
+        for a in Approval.objects.filter(turn_id__in=ids).select_related(
+            "decided_by", "requested_by"
+        )
+    }
+    results = {m.position: m for m in messages if m.role == "user"}
+    by_use_id = {}
+    for call in calls:
+        call.result_text = _result_text(results.get(call.result_position))
+        call.approval_view = approvals.get(call.id)
+        by_use_id[call.tool_use_id] = call
+    views = {t.id: TurnView(t) for t in turns}
+    for call in calls:
+        views[call.turn_id].calls.append(call)
+    for message in messages:
+        if message.role == "assistant":
+            views[message.turn_id].replies.append(_reply(message, by_use_id))
+    return [views[t.id] for t in turns]
+
+
+def _reply(message: Message, calls: dict[str, ToolCall]) -> dict[str, Any]:
+    """An assistant message as a list of parts: text, or a tool call."""
+    parts = []
+    for block in message.content:
+        if block.get("type") == "text":
+            parts.append({"text": block.get("text", "")})
+        elif block.get("type") == "tool_use":
+            parts.append({"call": calls.get(block.get("id")), "block": block})
+    return {"position": message.position, "parts": parts, "at": message.created_at}
+
+
+def _result_text(message: Message | None) -> str | None:
+    if message is None:
+        return None
+    for block in message.content:
+        if block.get("type") == "tool_result":
+            content = block.get("content", "")
+            if isinstance(content, list):  # content blocks rather than a string
+                return "\n".join(str(b.get("text", b)) for b in content)
+            return str(content)
+    return None
+
+
+def tool_call_get(*, user: AbstractBaseUser, session_id: int, tool_call_id: int) -> ToolCall | None:
+    """A tool call, only through the session it belongs to (another session's
+    id in the URL finds nothing)."""
+    return (
+        ToolCall.objects.filter(
+            pk=tool_call_id,
+            session_id=session_id,
+            session__in=sessions_for_user(user=user),
+        )
+        .select_related("session")
+        .first()
+    )
+
+
+def tool_call_view(*, tool_call_id: int) -> ToolCall:
+    """One call with its result and approval, as turn_views() attaches them."""
+    call = ToolCall.objects.get(pk=tool_call_id)
+    result = None
+    if call.result_position is not None:
+        result = Message.objects.filter(
+            session_id=call.session_id, position=call.result_position
+        ).first()
+    call.result_text = _result_text(result)
+    call.approval_view = (
+        Approval.objects.filter(tool_call_id=call.id)
+        .select_related("decided_by", "requested_by")
+        .first()
+    )
+    return call
+
+
+# --- Approvals -------------------------------------------------------------------------
+
+
+def approvals_for_user(*, user: AbstractBaseUser) -> QuerySet[Approval]:
+    """Approvals of the sessions the user may see."""
+    return Approval.objects.filter(session__in=sessions_for_user(user=user))
+
+
+def approvals_pending(*, user: AbstractBaseUser, limit: int = 200) -> list[Approval]:
+    """The inbox: pending approvals, oldest first, with what a card shows."""
+    return list(
+        approvals_for_user(user=user)
+        .filter(status=Approval.Status.PENDING)
+        .select_related("session", "turn", "tool_call", "requested_by")
+        .order_by("created_at", "id")[:limit]
+    )
+
+
+def approval_card(*, user: AbstractBaseUser, approval_id: int) -> Approval | None:
+    return (
+        approvals_for_user(user=user)
+        .select_related("session", "turn", "tool_call", "requested_by", "decided_by")
+        .filter(pk=approval_id)
+        .first()
+    )
+
+
+def approvals_status(*, approval_ids: Iterable[int]) -> dict[int, tuple[str, str, int]]:
+    """id -> (status, decided by, session id) for approvals an inbox shows."""
+    rows = Approval.objects.filter(pk__in=list(approval_ids)).values_list(
+        "id", "status", "decided_by__username", "session_id"
+    )
+    return {i: (status, who or "", sid) for i, status, who, sid in rows}
+
+
+def approvals_pending_count(*, user: AbstractBaseUser) -> int:
+    return approvals_for_user(user=user).filter(status=Approval.Status.PENDING).count()
+
+
+# --- History ---------------------------------------------------------------------------------
+
+
+def history_events(
+    *, session_id: int, kinds: Iterable[str] = (), after: int = 0, limit: int | None = 1000
+) -> QuerySet[Event]:
+    """A session's event log in seq order, optionally only some kinds
+    (`turn` matches every `turn.*`)."""
+    rows = Event.objects.filter(session_id=session_id, seq__gt=after).order_by("seq")
+    wanted = Q()
+    for kind in kinds:
+        wanted |= Q(kind=kind) | Q(kind__startswith=f"{kind}.")
+    if wanted:
+        rows = rows.filter(wanted)
+    return rows[:limit] if limit is not None else rows
+
+
+def history_turns(*, session_id: int) -> list[Turn]:
+    return list(
+        Turn.objects.filter(session_id=session_id)
+        .select_related("started_by", "cancel_requested_by")
+        .order_by("number")
+    )
+
+
+def history_kind_counts(*, session_id: int) -> dict[str, int]:
+    """Events per kind family (`turn`, `model`, `tool`...), for the filter."""
+    counts: dict[str, int] = defaultdict(int)
+    rows = Event.objects.filter(session_id=session_id).order_by().values("kind")
+    for row in rows.annotate(n=Count("seq")):
+        counts[row["kind"].split(".")[0]] += row["n"]
+    return dict(sorted(counts.items()))
+
+
+def history_approvals(*, session_id: int) -> list[Approval]:
+    return list(
+        Approval.objects.filter(session_id=session_id)
+        .select_related("decided_by", "requested_by", "tool_call")
+        .order_by("created_at", "id")
+    )
+
+
+def history_tool_calls(*, session_id: int) -> list[ToolCall]:
+    return list(ToolCall.objects.filter(session_id=session_id).order_by("id"))

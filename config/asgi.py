@@ -10,12 +10,18 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from dashboard.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        # Daphne is the only web process (make run, docker-compose): it serves
+        # /static/ itself (the desk's CSS and JS, a few files) so that the CSP's
+        # script-src 'self' holds without a separate file server.
+        "http": ASGIStaticFilesHandler(django_asgi_app),
+        # Origin checked against ALLOWED_HOSTS (no cross-site WebSocket
+        # hijacking), then the session cookie; consumers check permissions.
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),

@@ -6,4 +6,29 @@ app_name = "dashboard"
 
 urlpatterns = [
     path("", views.sessions, name="sessions"),
+    path("sessions/<int:session_id>/", views.session, name="session"),
+    path("sessions/<int:session_id>/messages", views.session_message, name="session_message"),
+    path("sessions/<int:session_id>/cancel", views.session_cancel, name="session_cancel"),
+    path("sessions/<int:session_id>/resume", views.session_resume, name="session_resume"),
+    path(
+        "sessions/<int:session_id>/calls/<int:call_id>/resolve",
+        views.toolcall_resolve,
+        name="toolcall_resolve",
+    ),
+    path("sessions/<int:session_id>/history", views.history, name="history"),
+    path("sessions/<int:session_id>/history.json", views.history_export, name="history_export"),
+    path("approvals/", views.approvals, name="approvals"),
+    path("approvals/<int:approval_id>/", views.approval_card, name="approval"),
+    path("approvals/<int:approval_id>/decide", views.approval_decide, name="approval_decide"),
+    path("approvals/<int:approval_id>/check", views.approval_check, name="approval_check"),
 ]
+
+# POST routes and the permission each needs (tests/dashboard walk this list).
+POST_ROUTES = {
+    "session_message": "agents.operate_session",
+    "session_cancel": "agents.operate_session",
+    "session_resume": "agents.operate_session",
+    "toolcall_resolve": "agents.operate_session",
+    "approval_decide": "approvals.decide_approval",
+    "approval_check": "approvals.decide_approval",
+}

@@ -1,0 +1,203 @@
+"""WebSocket consumers: a session's live events, the sessions list, the inbox.
+
+Thin, like views: authenticate and check the permission on connect (refused
+before accept), then relay. The channel layer is at-most-once, so nothing
+here trusts it to deliver everything: a viewer says the last seq it has,
+gets every later event from Postgres, then live ones, and any gap in what
+the layer brings is filled from Postgres again. Each event reaches the
+viewer once, in seq order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from agents.events import DESK_GROUP, session_group
+from agents.runtime import live
+from dashboard import pushes
+
+REPLAY_BATCH = 500
+SHARED_TTL_S = 5.0
+
+# One rendering per (session, batch, permissions) in this process, shared by
+# every viewer of the batch: a hundred people watching one session cost one
+# set of queries per step, not a hundred.
+_shared: dict[tuple, asyncio.Future] = {}
+
+
+async def shared_render(key: tuple, fn: Callable[..., Any], *args: Any) -> Any:
+    future = _shared.get(key)
+    if future is None:
+        future = asyncio.ensure_future(database_sync_to_async(fn)(*args))
+        _shared[key] = future
+        loop = asyncio.get_running_loop()
+        future.add_done_callback(lambda _: loop.call_later(SHARED_TTL_S, _shared.pop, key, None))
+    return await asyncio.shield(future)
+
+
+class SessionConsumer(AsyncJsonWebsocketConsumer):
+    """`ws/sessions/<id>/`: the client sends {"type": "hello", "after": seq}."""
+
+    last_seq: int | None = None  # None until hello: nothing is sent before
+
+    async def connect(self) -> None:
+        self.session_id = int(self.scope["url_route"]["kwargs"]["session_id"])
+        self.user = self.scope["user"]
+        problem = await database_sync_to_async(pushes.access_problem)(
+            self.user, pushes.VIEW, self.session_id
+        )
+        if problem:
+            await self.close(code=problem)
+            return
+        self.perms = await database_sync_to_async(pushes.perm_signature)(self.user)
+        self.group = session_group(self.session_id)
+        # Join before the replay reads Postgres: an event committed after the
+        # read is then certain to come through the group (or leave a gap).
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        if hasattr(self, "group"):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        if not isinstance(content, dict):
+            return
+        kind = content.get("type")
+        if kind == "hello":
+            after = content.get("after", 0)
+            self.last_seq = after if isinstance(after, int) and after >= 0 else 0
+            await self.catch_up()
+            await self.send_stream()
+        elif kind == "sync" and self.last_seq is not None:
+            # The client asks now and then: a lost push of a session's last
+            # event leaves no gap to notice, only silence.
+            await self.catch_up()
+        elif kind == "stream":
+            await self.send_stream()
+
+    async def session_events(self, message: dict[str, Any]) -> None:
+        if self.last_seq is None:
+            return  # the hello's replay reads it from Postgres
+        fresh = sorted((e for e in message["events"] if e["seq"] > self.last_seq), key=_seq)
+        if not fresh:
+            return  # a duplicate
+        expected = range(self.last_seq + 1, self.last_seq + 1 + len(fresh))
+        if [e["seq"] for e in fresh] != list(expected):
+            await self.catch_up()  # the layer lost something: Postgres has it
+            return
+        await self.deliver([pushes.lean(e) for e in fresh])
+
+    async def session_delta(self, message: dict[str, Any]) -> None:
+        for delta in message["events"]:
+            await self.send_json({"type": "delta", **delta})
+
+    async def catch_up(self) -> None:
+        while True:
+            rows = await database_sync_to_async(pushes.events_from_db)(
+                self.session_id, self.last_seq, REPLAY_BATCH
+            )
+            if rows:
+                await self.deliver(rows)
+            if len(rows) < REPLAY_BATCH:
+                return
+
+    async def deliver(self, events: list[dict[str, Any]]) -> None:
+        key = (self.session_id, events[0]["seq"], events[-1]["seq"], self.perms)
+        swaps = await shared_render(key, pushes.session_swaps, self.session_id, events, self.user)
+        self.last_seq = events[-1]["seq"]
+        await self.send_json({"type": "events", "events": events, "swaps": swaps})
+
+    async def send_stream(self) -> None:
+        """The text streamed so far for the session's running turn (a snapshot:
+        the client replaces what it has; deltas continue from its length)."""
+        turn_id, text = await database_sync_to_async(_stream_snapshot)(self.session_id)
+        await self.send_json({"type": "stream", "turn_id": turn_id, "text": text})
+
+
+def _seq(event: dict[str, Any]) -> int:
+    return event["seq"]
+
+
+def _stream_snapshot(session_id: int) -> tuple[int | None, str]:
+    from agents.models import SessionRuntime
+
+    turn_id = (
+        SessionRuntime.objects.filter(pk=session_id)
+        .values_list("current_turn_id", flat=True)
+        .first()
+    )
+    if turn_id is None:
+        return None, ""
+    return turn_id, live.partial_text(session_id, turn_id)
+
+
+class DeskConsumer(AsyncJsonWebsocketConsumer):
+    """`ws/desk/`: "a session changed"; the list refetches itself (debounced),
+    so filters, sorting and counts stay the server's."""
+
+    async def connect(self) -> None:
+        problem = await database_sync_to_async(pushes.access_problem)(
+            self.scope["user"], pushes.VIEW
+        )
+        if problem:
+            await self.close(code=problem)
+            return
+        self.joined = True
+        await self.channel_layer.group_add(DESK_GROUP, self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        if getattr(self, "joined", False):
+            await self.channel_layer.group_discard(DESK_GROUP, self.channel_name)
+
+    async def desk_changed(self, message: dict[str, Any]) -> None:
+        await self.send_json({"type": "changed", "session_id": message.get("session_id")})
+
+
+class ApprovalsConsumer(AsyncJsonWebsocketConsumer):
+    """`ws/approvals/`: the client says which cards it shows ({"type":
+    "hello", "shown": [ids]}); the server sends cards to add and ids to
+    remove whenever any session changes, and on each "sync"."""
+
+    shown: set[int] | None = None
+
+    async def connect(self) -> None:
+        self.user = self.scope["user"]
+        problem = await database_sync_to_async(pushes.access_problem)(self.user, pushes.DECIDE)
+        if problem:
+            await self.close(code=problem)
+            return
+        self.joined = True
+        await self.channel_layer.group_add(DESK_GROUP, self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        if getattr(self, "joined", False):
+            await self.channel_layer.group_discard(DESK_GROUP, self.channel_name)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        if not isinstance(content, dict):
+            return
+        if content.get("type") == "hello":
+            ids = content.get("shown") or []
+            self.shown = {i for i in ids[:1000] if isinstance(i, int)}
+            await self.reconcile()
+        elif content.get("type") == "sync" and self.shown is not None:
+            await self.reconcile()
+
+    async def desk_changed(self, message: dict[str, Any]) -> None:
+        if self.shown is not None:
+            await self.reconcile()
+
+    async def reconcile(self) -> None:
+        delta = await database_sync_to_async(pushes.approvals_delta)(self.user, set(self.shown))
+        self.shown |= {card["id"] for card in delta["add"]}
+        self.shown -= {gone["id"] for gone in delta["remove"]}
+        if delta["add"] or delta["remove"]:
+            await self.send_json({"type": "approvals", **delta})

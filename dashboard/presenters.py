@@ -1,0 +1,187 @@
+"""How the desk shows things: untrusted text made visible, events in words,
+tokens in dollars, edited arguments as a diff.
+
+Pure functions (no queries); the template filters in templatetags/desk.py
+and the views call these.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+
+# --- Untrusted text -------------------------------------------------------------------
+
+
+def _codepoint(ch: str) -> str:
+    n = ord(ch)
+    return f"\\u{n:04x}" if n <= 0xFFFF else f"\\U{n:08x}"
+
+
+def visible(text: Any, *, keep_newlines: bool = True) -> SafeString:
+    """Escape `text` and show every invisible character as its code point.
+
+    An approver must see exactly what will run: a right-to-left override, a
+    zero-width space or a stray escape code must not hide inside an amount or
+    an address. `str.isprintable()` is False for exactly those (control,
+    format, separator and private-use characters, and spaces other than
+    U+0020); each becomes a marked `\\uXXXX`. Newlines and tabs stay as they
+    are in free text (shown with white-space: pre-wrap).
+    """
+    text = "" if text is None else str(text)
+    if text.isprintable():
+        return escape(text)
+    out = []
+    for ch in text:
+        if ch.isprintable() or (keep_newlines and ch in "\n\t"):
+            out.append(escape(ch))
+        else:
+            out.append(f'<span class="ctl" title="invisible character">{_codepoint(ch)}</span>')
+    return mark_safe("".join(out))  # noqa: S308 (every piece above is escaped)
+
+
+def pretty_json(value: Any) -> str:
+    """JSON as it will be sent, indented; nothing elided. Control characters
+    inside strings come out as JSON escapes (`\\n`, `\\u0000`)."""
+    return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def visible_json(value: Any) -> SafeString:
+    return visible(pretty_json(value), keep_newlines=True)
+
+
+def _json_escape(ch: str) -> str:
+    n = ord(ch)
+    if n <= 0xFFFF:
+        return f"\\u{n:04x}"
+    n -= 0x10000  # outside the BMP: a UTF-16 surrogate pair, as JSON spells it
+    return f"\\u{0xD800 + (n >> 10):04x}\\u{0xDC00 + (n & 0x3FF):04x}"
+
+
+def editable_json(value: Any) -> str:
+    """JSON for an approver to edit: the same value, with every invisible
+    character written as a JSON escape, so nothing hides in the text box.
+    (Outside strings JSON has only spaces and newlines, so every other
+    invisible character is inside a string, where an escape means the same.)"""
+    text = pretty_json(value)
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() or ch == "\n" else _json_escape(ch) for ch in text)
+
+
+# --- Events in words ----------------------------------------------------------------------
+
+
+def _calls(data: dict[str, Any]) -> str:
+    names = [c.get("name", "?") for c in data.get("tool_calls") or []]
+    return f"; asks for {', '.join(names)}" if names else ""
+
+
+def event_summary(kind: str, data: dict[str, Any] | None) -> str:
+    """One line about an event, for the activity list and the history."""
+    d = data or {}
+    n = d.get("number", "")
+    if kind == "turn.accepted":
+        queued = ", queued behind the running turn" if d.get("queued") else ""
+        return f"Turn {n} accepted ({d.get('trigger', '')}){queued}"
+    if kind in ("turn.failed",):
+        return f"Turn {n} failed: {d.get('error', '')}"
+    if kind.startswith("turn."):
+        return f"Turn {n} {kind.split('.', 1)[1].replace('_', ' ')}"
+    if kind == "model.replied":
+        usage = d.get("usage") or {}
+        tokens = f"{usage.get('input', 0)} in / {usage.get('output', 0)} out tokens"
+        return (
+            f"Model replied ({d.get('stop_reason', '')}, {tokens}, {d.get('ms', 0)} ms){_calls(d)}"
+        )
+    if kind == "model.failed":
+        retry = d.get("retry_in_s")
+        return f"Model call failed (attempt {d.get('attempt', '?')}, retry in {retry} s): {d.get('reason', '')}"
+    if kind == "tool.finished":
+        again = ", re-issued after a crash" if d.get("reissued") else ""
+        return (
+            f"{d.get('name', 'tool')} {d.get('status', '')} in {d.get('ms', 0)} ms "
+            f"(attempt {d.get('attempt', '?')}{again})"
+        )
+    if kind == "tool.in_doubt":
+        return f"{d.get('name', 'tool')} is in doubt: {d.get('note', '')}"
+    if kind == "tool.resolved":
+        return f"In-doubt call resolved as {d.get('resolution', '')}: {d.get('note', '')}"
+    if kind == "approval.requested":
+        return f"Approval requested (policy {d.get('policy', '')})"
+    if kind == "approval.decided":
+        edited = " with edited arguments" if d.get("edited") else ""
+        reason = f": {d['reason']}" if d.get("reason") else ""
+        return f"Approval {d.get('decision', '')}{edited}{reason}"
+    if kind == "approval.expired":
+        return "Approval expired; the action did not run"
+    if kind == "approval.canceled":
+        return f"{d.get('count', '')} pending approval(s) canceled with the turn"
+    if kind == "recovery":
+        return (
+            f"Recovered: the previous owner {d.get('previous_owner', '')} stopped "
+            f"({d.get('stalled_s', '?')} s without progress)"
+        )
+    return kind
+
+
+# --- Tokens and cost ------------------------------------------------------------------------
+
+# US dollars per million tokens (input, output), by model-name prefix. An
+# estimate for the desk: a model not listed shows tokens without a cost.
+PRICES_PER_MTOK: dict[str, tuple[Decimal, Decimal]] = {
+    "claude-opus-4": (Decimal("15"), Decimal("75")),
+    "claude-sonnet-4": (Decimal("3"), Decimal("15")),
+    "claude-3-7-sonnet": (Decimal("3"), Decimal("15")),
+    "claude-haiku-4": (Decimal("1"), Decimal("5")),
+    "claude-3-5-haiku": (Decimal("0.8"), Decimal("4")),
+}
+
+
+def cost_usd(input_tokens: int, output_tokens: int, model: str | None = None) -> Decimal | None:
+    model = model or settings.AGENTDESK_MODEL
+    for prefix, (per_in, per_out) in PRICES_PER_MTOK.items():
+        if model.startswith(prefix):
+            total = (per_in * input_tokens + per_out * output_tokens) / Decimal(1_000_000)
+            return total.quantize(Decimal("0.0001"))
+    return None
+
+
+# --- Edited arguments -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Change:
+    path: str
+    change: str  # "changed", "added", "removed"
+    old: Any = None
+    new: Any = None
+
+
+def arguments_diff(old: Any, new: Any, path: str = "") -> list[Change]:
+    """What an edit changed, leaf by leaf (`refund.amount_cents: 18900 -> 9000`)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        changes: list[Change] = []
+        for key in list(old) + [k for k in new if k not in old]:
+            where = f"{path}.{key}" if path else str(key)
+            if key not in new:
+                changes.append(Change(where, "removed", old=old[key]))
+            elif key not in old:
+                changes.append(Change(where, "added", new=new[key]))
+            else:
+                changes += arguments_diff(old[key], new[key], where)
+        return changes
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        changes = []
+        for i, (a, b) in enumerate(zip(old, new, strict=True)):
+            changes += arguments_diff(a, b, f"{path}[{i}]")
+        return changes
+    if old == new and type(old) is type(new):
+        return []
+    return [Change(path or "(arguments)", "changed", old=old, new=new)]

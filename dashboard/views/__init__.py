@@ -1,0 +1,33 @@
+"""The desk's pages and actions. Thin: check the permission, parse, call one
+selector or service, render a template or a partial.
+
+Every POST is `@require_POST`, CSRF-checked (htmx sends X-CSRFToken) and
+calls exactly one service; a refused transition comes back as its HTTP status
+(409, 403, 400) with the current state rendered in the same partial.
+"""
+
+from dashboard.views.approvals import approval_card, approval_check, approval_decide, approvals
+from dashboard.views.history import history, history_export
+from dashboard.views.sessions import (
+    session,
+    session_cancel,
+    session_message,
+    session_resume,
+    sessions,
+    toolcall_resolve,
+)
+
+__all__ = [
+    "approval_card",
+    "approval_check",
+    "approval_decide",
+    "approvals",
+    "history",
+    "history_export",
+    "session",
+    "session_cancel",
+    "session_message",
+    "session_resume",
+    "sessions",
+    "toolcall_resolve",
+]

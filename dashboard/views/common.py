@@ -1,0 +1,75 @@
+"""What every desk view shares: permission checks and refusals."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.utils.http import url_has_allowed_host_and_scheme
+
+from agents.errors import Conflict, ServiceError
+from agents.transitions import IllegalTransition
+
+
+def desk_view(permission: str) -> Callable:
+    """Log in first (anonymous: redirect to the login page), then the
+    permission (missing: 403). Checked on every page and every POST."""
+
+    def decorate(view: Callable) -> Callable:
+        @wraps(view)
+        def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if not request.user.has_perm(permission):
+                raise PermissionDenied(f"needs {permission}")
+            return view(request, *args, **kwargs)
+
+        return login_required(checked)
+
+    return decorate
+
+
+def as_service_error(exc: Exception) -> ServiceError:
+    """A move the transition table refuses is a conflict with the current state."""
+    if isinstance(exc, IllegalTransition):
+        return Conflict(str(exc), current=exc.current)
+    assert isinstance(exc, ServiceError)
+    return exc
+
+
+def refused(
+    request: HttpRequest,
+    exc: Exception,
+    *,
+    partial: str,
+    context: dict[str, Any],
+) -> HttpResponse:
+    """The service said no: the same partial, with the reason and the current
+    state, and the service's status (409/403/400). Without htmx, a page."""
+    error = as_service_error(exc)
+    context = {**context, "error": error.message, "current": error.current}
+    if request.htmx:
+        return render(request, partial, context, status=error.status)
+    return render(request, "dashboard/refused.html", context, status=error.status)
+
+
+def invalid(request: HttpRequest, message: str, *, partial: str, context: dict[str, Any]):
+    """A malformed request (the service was not called)."""
+    from agents.errors import Invalid
+
+    return refused(request, Invalid(message), partial=partial, context=context)
+
+
+def back(request: HttpRequest, default: str) -> HttpResponseRedirect:
+    """After a plain (non-htmx) POST: back where the form was, if it is ours."""
+    target = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        target = default
+    response = HttpResponseRedirect(target)
+    response.status_code = 303  # See Other: the browser GETs the page again
+    return response

@@ -1,0 +1,179 @@
+"""A session's history from the event log (admins): the timeline and its export."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from django.core.serializers.json import DjangoJSONEncoder
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from agents import selectors
+from agents.models import Session
+from dashboard.presenters import cost_usd, event_summary
+from dashboard.views.common import desk_view
+
+HISTORY = "agents.view_history"
+PAGE = 500
+KIND_FAMILIES = ("turn", "model", "tool", "approval", "recovery")
+
+
+def _session(request: HttpRequest, session_id: int) -> Session:
+    found = selectors.session_get(user=request.user, session_id=session_id)
+    if found is None:
+        raise Http404("no such session")
+    return found
+
+
+def _kinds(request: HttpRequest) -> list[str]:
+    return [k for k in request.GET.getlist("kind") if k in KIND_FAMILIES]
+
+
+@require_GET
+@desk_view(HISTORY)
+def history(request: HttpRequest, session_id: int) -> HttpResponse:
+    found = _session(request, session_id)
+    kinds = _kinds(request)
+    try:
+        after = max(0, int(request.GET.get("after", "0")))
+    except ValueError:
+        after = 0
+    events = list(
+        selectors.history_events(session_id=found.id, kinds=kinds, after=after, limit=PAGE + 1)
+    )
+    more = len(events) > PAGE
+    events = events[:PAGE]
+    turns = selectors.history_turns(session_id=found.id)
+    runtime = found.runtime
+    context = {
+        "session": found,
+        "runtime": runtime,
+        "events": events,
+        "more_after": events[-1].seq if more else None,
+        "turns": turns,
+        "kinds": kinds,
+        "families": selectors.history_kind_counts(session_id=found.id),
+        "approvals": selectors.history_approvals(session_id=found.id),
+        "total_cost": cost_usd(runtime.input_tokens, runtime.output_tokens),
+    }
+    return render(request, "dashboard/history.html", context)
+
+
+@require_GET
+@desk_view(HISTORY)
+def history_export(request: HttpRequest, session_id: int) -> StreamingHttpResponse:
+    """The whole history as one JSON document, streamed (a long session's log
+    need not fit in memory); never truncated."""
+    found = _session(request, session_id)
+    kinds = _kinds(request)
+    response = StreamingHttpResponse(_export(found, kinds), content_type="application/json")
+    name = f"session-{found.id}-history.json"
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, cls=DjangoJSONEncoder, ensure_ascii=False)
+
+
+def _export(session: Session, kinds: list[str]) -> Iterator[str]:
+    runtime = session.runtime
+    head = {
+        "id": session.id,
+        "key": session.key,
+        "title": session.title,
+        "customer": session.customer,
+        "status": session.status,
+        "context": session.context,
+        "created_at": session.created_at,
+        "input_tokens": runtime.input_tokens,
+        "output_tokens": runtime.output_tokens,
+        "cost_usd": cost_usd(runtime.input_tokens, runtime.output_tokens),
+        "event_kinds": kinds or "all",
+    }
+    yield '{"session": ' + _dump(head)
+    yield ', "turns": ' + _dump([_turn(t) for t in selectors.history_turns(session_id=session.id)])
+    calls = selectors.history_tool_calls(session_id=session.id)
+    yield ', "tool_calls": ' + _dump([_call(c) for c in calls])
+    approvals = selectors.history_approvals(session_id=session.id)
+    yield ', "approvals": ' + _dump([_approval(a) for a in approvals])
+    yield ', "events": ['
+    rows = selectors.history_events(session_id=session.id, kinds=kinds, limit=None)
+    for i, event in enumerate(rows.iterator(chunk_size=2000)):
+        body = {
+            "seq": event.seq,
+            "at": event.created_at,
+            "kind": event.kind,
+            "turn_id": event.turn_id,
+            "actor": event.actor,
+            "summary": event_summary(event.kind, event.data),
+            "data": event.data,
+        }
+        yield ("," if i else "") + _dump(body)
+    yield "]}\n"
+
+
+def _turn(turn) -> dict[str, Any]:
+    return {
+        "id": turn.id,
+        "number": turn.number,
+        "status": turn.status,
+        "trigger": turn.trigger,
+        "input": turn.input,
+        "started_by": turn.started_by.get_username() if turn.started_by else None,
+        "cancel_requested_by": (
+            turn.cancel_requested_by.get_username() if turn.cancel_requested_by else None
+        ),
+        "error": turn.error,
+        "steps": turn.steps,
+        "input_tokens": turn.input_tokens,
+        "output_tokens": turn.output_tokens,
+        "cost_usd": cost_usd(turn.input_tokens, turn.output_tokens),
+        "created_at": turn.created_at,
+        "started_at": turn.started_at,
+        "finished_at": turn.finished_at,
+    }
+
+
+def _call(call) -> dict[str, Any]:
+    return {
+        "id": call.id,
+        "turn_id": call.turn_id,
+        "tool_use_id": call.tool_use_id,
+        "idempotency_key": call.idempotency_key,
+        "name": call.name,
+        "status": call.status,
+        "input": call.input,
+        "note": call.output,
+        "result_position": call.result_position,
+        "attempts": call.attempts,
+        "external_id": call.external_id,
+        "created_at": call.created_at,
+        "started_at": call.started_at,
+        "finished_at": call.finished_at,
+    }
+
+
+def _approval(approval) -> dict[str, Any]:
+    return {
+        "id": approval.id,
+        "turn_id": approval.turn_id,
+        "tool_name": approval.tool_name,
+        "tool_use_id": approval.tool_call.tool_use_id,
+        "status": approval.status,
+        "policy": approval.policy,
+        "policy_detail": approval.policy_detail,
+        "arguments": approval.arguments,
+        "arguments_hash": approval.arguments_hash,
+        "edited_arguments": approval.edited_arguments,
+        "reasoning": approval.reasoning,
+        "requested_by": approval.requested_by.get_username() if approval.requested_by else None,
+        "decided_by": approval.decided_by.get_username() if approval.decided_by else None,
+        "reason": approval.reason,
+        "created_at": approval.created_at,
+        "expires_at": approval.expires_at,
+        "decided_at": approval.decided_at,
+    }

@@ -1,0 +1,405 @@
+// Agentdesk desk: live updates over WebSockets, and keyboard shortcuts.
+//
+// Safety rules this file keeps (ticket and model text is hostile):
+// - markup only ever comes from server-rendered, autoescaped partials (the
+//   `swaps` of a push, or an htmx response); everything else is set with
+//   textContent;
+// - no inline handlers or eval: the CSP allows scripts from 'self' only.
+//
+// Live updates never trust the channel: the page knows the last event seq it
+// shows, says so when it connects, and the server replays the rest from
+// Postgres before going live (dashboard/consumers.py).
+(function () {
+  "use strict";
+
+  const $ = (sel, root) => (root || document).querySelector(sel);
+  const $$ = (sel, root) => Array.from((root || document).querySelectorAll(sel));
+  const codepoints = (s) => Array.from(s || ""); // offsets are counted in code points
+
+  // --- A socket that reconnects ---------------------------------------------------
+
+  function liveSocket(path, handlers) {
+    const badge = document.getElementById("live-status");
+    let ws = null;
+    let delay = 500;
+    const show = (state, text) => {
+      document.body.dataset.live = state;
+      if (badge) {
+        badge.hidden = false;
+        badge.textContent = text;
+        badge.dataset.state = state;
+      }
+    };
+    const send = (message) => {
+      if (ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(message));
+    };
+    const open = () => {
+      const scheme = location.protocol === "https:" ? "wss://" : "ws://";
+      ws = new WebSocket(scheme + location.host + path);
+      ws.addEventListener("open", () => {
+        delay = 500;
+        show("open", "live");
+        handlers.open(send);
+      });
+      ws.addEventListener("message", (e) => {
+        let message;
+        try {
+          message = JSON.parse(e.data);
+        } catch (_) {
+          return;
+        }
+        handlers.message(message, send);
+      });
+      ws.addEventListener("close", () => {
+        show("closed", "reconnecting…");
+        setTimeout(open, delay);
+        delay = Math.min(delay * 2, 10000);
+      });
+    };
+    open();
+    // A lost push of the last event leaves no gap to notice: ask now and then.
+    setInterval(() => send({ type: "sync" }), 15000);
+    return { send };
+  }
+
+  // --- Swapping server-rendered fragments -----------------------------------------
+
+  function fragment(html) {
+    const template = document.createElement("template");
+    template.innerHTML = html; // scripts in a template never run; the CSP blocks them anyway
+    return template.content;
+  }
+
+  // A swap that would replace what someone is typing in waits until they leave it.
+  const deferred = new Map();
+
+  function applySwap(swap) {
+    const old = document.getElementById(swap.target);
+    if (old && old.contains(document.activeElement) && document.activeElement.matches("input, textarea")) {
+      deferred.set(swap.target, swap);
+      return;
+    }
+    const content = fragment(swap.html);
+    if (old) {
+      old.replaceWith(content);
+    } else if (swap.into) {
+      const box = document.getElementById(swap.into);
+      if (!box) return;
+      box.append(content);
+    } else {
+      return;
+    }
+    const fresh = document.getElementById(swap.target);
+    if (fresh && window.htmx) window.htmx.process(fresh);
+  }
+
+  document.addEventListener("focusout", () => {
+    setTimeout(() => {
+      for (const [target, swap] of deferred) {
+        const el = document.getElementById(target);
+        if (!el || !el.contains(document.activeElement)) {
+          deferred.delete(target);
+          applySwap(swap);
+        }
+      }
+    }, 0);
+  });
+
+  // --- The session page -------------------------------------------------------------
+
+  const TURN_DONE = new Set(["model.replied", "turn.succeeded", "turn.failed", "turn.canceled", "turn.waiting"]);
+
+  function sessionPage(root) {
+    let lastSeq = parseInt(root.dataset.seq, 10) || 0;
+    const live = document.getElementById("live-text");
+    const liveText = $(".text", live);
+    let streamTurn = live.dataset.turn ? parseInt(live.dataset.turn, 10) : null;
+    let streamLength = parseInt(live.dataset.length, 10) || 0;
+    let askedSnapshot = false;
+
+    const setStream = (turn, text) => {
+      streamTurn = text ? turn : null;
+      liveText.textContent = text;
+      streamLength = codepoints(text).length;
+      live.dataset.turn = streamTurn === null ? "" : String(streamTurn);
+      live.dataset.length = String(streamLength);
+      live.hidden = !text;
+    };
+
+    const onDelta = (delta, send) => {
+      if (delta.turn_id !== streamTurn) {
+        if (delta.offset !== 0) {
+          if (!askedSnapshot) send({ type: "stream" });
+          askedSnapshot = true;
+          return;
+        }
+        setStream(delta.turn_id, "");
+        streamTurn = delta.turn_id;
+      }
+      const chars = codepoints(delta.text);
+      if (delta.offset > streamLength) {
+        // We missed a piece (the layer drops, or we connected late): ask for all of it.
+        if (!askedSnapshot) send({ type: "stream" });
+        askedSnapshot = true;
+        return;
+      }
+      const fresh = chars.slice(streamLength - delta.offset).join("");
+      if (!fresh) return; // already shown
+      liveText.textContent += fresh;
+      streamLength += codepoints(fresh).length;
+      live.dataset.length = String(streamLength);
+      live.dataset.turn = String(streamTurn);
+      live.hidden = false;
+    };
+
+    const onEvents = (message) => {
+      const events = message.events.filter((e) => e.seq > lastSeq);
+      if (!events.length) return;
+      for (const swap of message.swaps || []) applySwap(swap);
+      const placeholder = document.getElementById("no-turns");
+      if (placeholder && $(".turn", root)) placeholder.remove();
+      for (const event of events) {
+        // The recorded reply (now in the transcript) replaces the streamed text.
+        if (TURN_DONE.has(event.kind) && event.turn_id === streamTurn) setStream(null, "");
+        lastSeq = event.seq;
+      }
+      root.dataset.seq = String(lastSeq);
+    };
+
+    liveSocket(root.dataset.ws, {
+      open: (send) => send({ type: "hello", after: lastSeq }),
+      message: (message, send) => {
+        if (message.type === "events") onEvents(message);
+        else if (message.type === "delta") onDelta(message, send);
+        else if (message.type === "stream") {
+          askedSnapshot = false;
+          setStream(message.turn_id, message.text);
+        }
+      },
+    });
+  }
+
+  // --- The sessions list ---------------------------------------------------------------
+
+  function sessionsPage(box) {
+    let timer = null;
+    let inflight = false;
+    let again = false;
+
+    const refresh = () => {
+      if (inflight) {
+        again = true;
+        return;
+      }
+      inflight = true;
+      const selected = $(".row.selected", box);
+      const selectedId = selected ? selected.id : null;
+      fetch(location.href, { headers: { "HX-Request": "true" }, credentials: "same-origin" })
+        .then((r) => (r.ok ? r.text() : null))
+        .then((html) => {
+          if (!html) return;
+          applySwap({ target: "session-list", html: html });
+          if (selectedId && document.getElementById(selectedId)) {
+            document.getElementById(selectedId).classList.add("selected");
+          }
+        })
+        .catch(() => {})
+        .finally(() => {
+          inflight = false;
+          if (again) {
+            again = false;
+            schedule();
+          }
+        });
+    };
+    // Many sessions change at once under load: one refetch per 0.7 s at most.
+    const schedule = () => {
+      if (!timer) timer = setTimeout(() => ((timer = null), refresh()), 700);
+    };
+
+    liveSocket(box.dataset.ws, {
+      open: () => schedule(), // catch up with what changed while we were away
+      message: (message) => {
+        if (message.type === "changed") schedule();
+      },
+    });
+
+    onKeys((key) => {
+      const rows = $$("#session-list tr.row");
+      const current = $("#session-list tr.row.selected");
+      if (key === "/") {
+        $("#q").focus();
+        return true;
+      }
+      if (key === "j" || key === "k") {
+        move(rows, current, key === "j" ? 1 : -1, "selected");
+        return true;
+      }
+      if (key === "Enter" && current) {
+        location.href = current.dataset.href;
+        return true;
+      }
+      return false;
+    });
+  }
+
+  function move(items, current, step, cls) {
+    if (!items.length) return null;
+    let index = current ? items.indexOf(current) + step : 0;
+    index = Math.max(0, Math.min(items.length - 1, index));
+    items.forEach((item) => item.classList.remove(cls));
+    const next = items[index];
+    next.classList.add(cls);
+    next.scrollIntoView({ block: "nearest" });
+    return next;
+  }
+
+  // --- The approvals inbox -----------------------------------------------------------------
+
+  function approvalsPage(box) {
+    const note = document.getElementById("inbox-status");
+    const cards = () => $$(".approval[data-approval]", box);
+    const selected = () => $(".approval.selected", box);
+
+    const select = (card) => {
+      cards().forEach((c) => c.classList.remove("selected"));
+      if (!card) return;
+      card.classList.add("selected");
+      card.focus({ preventScroll: true });
+      card.scrollIntoView({ block: "nearest" });
+    };
+    const recount = () => {
+      const pending = cards().filter((c) => c.classList.contains("approval-pending")).length;
+      $("#approval-count").textContent = String(pending);
+      $("#inbox-empty").hidden = cards().length > 0;
+    };
+
+    const onApprovals = (message) => {
+      for (const gone of message.remove) {
+        const card = document.getElementById("approval-" + gone.id);
+        if (!card) continue;
+        const wasSelected = card.classList.contains("selected");
+        const next = card.nextElementSibling || card.previousElementSibling;
+        const tool = $(".approval-head code", card);
+        card.remove();
+        note.textContent =
+          "Approval " + gone.id + (tool ? " (" + tool.textContent + ")" : "") + " was " + gone.status +
+          (gone.by ? " by " + gone.by : "") + "; it left the inbox.";
+        if (wasSelected) select(next && next.matches(".approval") ? next : null);
+      }
+      for (const card of message.add) {
+        if (document.getElementById("approval-" + card.id)) continue;
+        const later = cards().find((c) => c.dataset.created > card.created);
+        const content = fragment(card.html);
+        if (later) box.insertBefore(content, later);
+        else box.append(content);
+        const fresh = document.getElementById("approval-" + card.id);
+        if (fresh && window.htmx) window.htmx.process(fresh);
+      }
+      recount();
+      if (!selected() && cards().length && !box.contains(document.activeElement)) select(cards()[0]);
+    };
+
+    liveSocket(box.dataset.ws, {
+      open: (send) => send({ type: "hello", shown: cards().map((c) => parseInt(c.dataset.approval, 10)) }),
+      message: (message) => {
+        if (message.type === "approvals") onApprovals(message);
+      },
+    });
+
+    if (cards().length) select(cards()[0]);
+
+    onKeys((key) => {
+      const card = selected();
+      if (key === "j" || key === "k") {
+        select(move(cards(), card, key === "j" ? 1 : -1, "selected"));
+        return true;
+      }
+      if (!card) return false;
+      if (key === "a") {
+        // Arms the decision: the focused Approve button then takes Enter.
+        const button = $("button[data-action=approve]", card);
+        if (button) button.focus();
+        return !!button;
+      }
+      if (key === "e" || key === "d") {
+        const details = $(key === "e" ? "details.edit" : "details.deny", card);
+        if (!details) return false;
+        details.open = true;
+        $("textarea", details).focus();
+        return true;
+      }
+      return false;
+    });
+
+    // A decided card comes back from the server (htmx): keep it selected.
+    document.body.addEventListener("htmx:afterSwap", (e) => {
+      const card = e.detail.target && e.detail.target.id ? document.getElementById(e.detail.target.id) : null;
+      if (card && card.matches(".approval") && box.contains(card)) select(card);
+      recount();
+    });
+  }
+
+  // --- Keyboard ---------------------------------------------------------------------------
+
+  const keyHandlers = [];
+  function onKeys(handler) {
+    keyHandlers.push(handler);
+  }
+
+  document.addEventListener("keydown", (e) => {
+    const target = e.target;
+    const typing = target.matches && target.matches("input, textarea, select, [contenteditable]");
+    if (typing) {
+      if (e.key === "Enter" && (e.ctrlKey || e.metaKey) && target.form) {
+        e.preventDefault();
+        target.form.requestSubmit(); // htmx handles the submit event
+      } else if (e.key === "Escape") {
+        const details = target.closest("details");
+        if (details) details.open = false;
+        target.blur();
+        const card = target.closest(".approval");
+        if (card) card.focus({ preventScroll: true });
+      }
+      return;
+    }
+    if (e.ctrlKey || e.metaKey || e.altKey) return;
+    for (const handler of keyHandlers) {
+      if (handler(e.key)) {
+        // Enter on a focused button or link keeps its own meaning.
+        if (!(e.key === "Enter" && target.matches && target.matches("button, a"))) e.preventDefault();
+        return;
+      }
+    }
+  });
+
+  // --- Time left before an approval expires --------------------------------------------------
+
+  function countdowns() {
+    const now = Date.now();
+    for (const el of $$("time[data-expires]")) {
+      const left = Math.round((Date.parse(el.dataset.expires) - now) / 1000);
+      if (left <= 0) {
+        el.textContent = "now (expired)";
+        continue;
+      }
+      const h = Math.floor(left / 3600);
+      const m = Math.floor((left % 3600) / 60);
+      const s = left % 60;
+      el.textContent = "in " + (h ? h + "h " + m + "m" : m ? m + "m " + s + "s" : s + "s");
+    }
+  }
+
+  // --- Start ----------------------------------------------------------------------------------
+
+  document.addEventListener("DOMContentLoaded", () => {
+    const session = document.getElementById("session");
+    if (session && session.dataset.ws) sessionPage(session);
+    const desk = document.getElementById("desk-live");
+    if (desk) sessionsPage(desk);
+    const inbox = document.getElementById("approvals");
+    if (inbox && inbox.dataset.ws) approvalsPage(inbox);
+    countdowns();
+    setInterval(countdowns, 1000);
+  });
+})();
