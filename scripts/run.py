@@ -72,7 +72,8 @@ class Supervisor:
     def __init__(self) -> None:
         self.children: list[Child] = []
         self.stopping = threading.Event()
-        self.print_lock = threading.Lock()
+        # Re-entrant: the signal handler prints, and may interrupt a print.
+        self.print_lock = threading.RLock()
         self.color = (sys.stdout.isatty() or bool(os.environ.get("FORCE_COLOR"))) and not (
             os.environ.get("NO_COLOR")
         )
