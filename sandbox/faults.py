@@ -56,8 +56,9 @@ class Rule:
     retry_after: float | None = None
     path_prefix: str | None = None
     method: str | None = None
-    # latency only: "before" the request runs, or "in_flight" while an
-    # idempotency key is held (payments/helpdesk) so a duplicate meets a 409.
+    # latency only: "before" the request runs, "in_flight" while an
+    # idempotency key is held (payments/helpdesk) so a duplicate meets a 409,
+    # or "after_commit": the work is done, the response held back.
     phase: str = "before"
     applied: int = field(default=0)
 
@@ -94,8 +95,8 @@ def parse_rule(spec: dict[str, Any], rule_id: int) -> Rule:
     if retry_after is not None and (not isinstance(retry_after, int | float) or retry_after < 0):
         raise FaultError("retry_after must be a non-negative number of seconds")
     phase = spec.get("phase", "before")
-    if phase not in ("before", "in_flight"):
-        raise FaultError("phase must be 'before' or 'in_flight'")
+    if phase not in ("before", "in_flight", "after_commit"):
+        raise FaultError("phase must be 'before', 'in_flight' or 'after_commit'")
     return Rule(
         id=rule_id,
         target=target,
@@ -213,7 +214,20 @@ class FaultInjector:
 async def _latency(app: ASGIApp, rule: Rule, scope: Scope, receive: Receive, send: Send) -> None:
     if rule.phase == "before":
         await anyio.sleep(rule.latency_ms / 1000)
-    await app(scope, receive, send)
+    if rule.phase != "after_commit":
+        await app(scope, receive, send)
+        return
+    # The work runs and commits at once; its response is held back, so the
+    # caller sits between "it happened" and "I know it happened".
+    held: list[Message] = []
+
+    async def hold(message: Message) -> None:
+        held.append(message)
+
+    await app(scope, receive, hold)
+    await anyio.sleep(rule.latency_ms / 1000)
+    for message in held:
+        await send(message)
 
 
 async def _status(app: ASGIApp, rule: Rule, scope: Scope, receive: Receive, send: Send) -> None:

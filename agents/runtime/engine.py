@@ -126,6 +126,8 @@ def _tool_step(claimed: Claimed, profile: Profile, call: CallState) -> Stop | No
         note = "The worker running this call died mid-call; it may or may not have happened."
         store.mark_in_doubt(claimed, call, note)
         return Stop.PARKED
+    if reissued:  # read-only or idempotent by key: safe to send again, same key
+        store.mark_reissued(claimed, call)
     context = ToolContext(claimed.key, call.idempotency_key, call.attempts, claimed.context)
     started = time.monotonic()
     outcome = tooling.execute(tool, context, call.input)

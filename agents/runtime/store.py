@@ -431,6 +431,20 @@ def mark_running(claimed: Claimed, call: CallState) -> None:
     call.status, call.attempts = C.RUNNING, row.attempts
 
 
+def mark_reissued(claimed: Claimed, call: CallState) -> None:
+    """A dead owner left `call` running: count the new attempt, durably, before
+    it is sent again with the same idempotency key."""
+    with transaction.atomic():
+        runtime = lock_session(claimed.session_id, claimed.fence)
+        row = ToolCall.objects.select_for_update().get(pk=call.id)
+        check_tool_move(row, C.RUNNING)
+        row.attempts, row.started_at = row.attempts + 1, timezone.now()
+        row.save(update_fields=["attempts", "started_at"])
+        data = {"tool_use_id": call.tool_use_id, "name": call.name, "attempt": row.attempts}
+        events.append(runtime, [EventSpec("tool.reissued", data, claimed.turn_id, claimed.owner)])
+    call.attempts = row.attempts
+
+
 def mark_in_doubt(claimed: Claimed, call: CallState, note: str) -> None:
     """The outcome cannot be known: stop and ask a human (never resend)."""
     with transaction.atomic():
