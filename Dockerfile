@@ -24,7 +24,6 @@ COPY templates ./templates
 COPY static ./static
 # Editable, so settings' BASE_DIR is /app and templates/static are found there.
 RUN pip install --no-deps -e . \
-    && DJANGO_SECRET_KEY=collectstatic-only python manage.py collectstatic --no-input \
     && useradd --create-home --uid 10001 app \
     && mkdir /data && chown app:app /data
 
