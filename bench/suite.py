@@ -1,0 +1,168 @@
+"""`python -m bench`: every row of the table, then the other engineers' scripts,
+then the summary line. QUICK=1: one trial at S = 50 only (engine 1 and 2
+processes, the floor, the Celery rows, pgbench), no real client path, no
+desk-at-scale."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+
+from bench import pg, report, rows
+from bench.measure import Row
+
+ROOT = pg.ROOT
+RUNS = {10: 400, 50: 80}  # workload.md §4: what the peers' figures used
+FLOOR_RUNS = 400  # at S = 50: 20,000 steps
+REAL_RUNS = {"as shipped": 60, "nodelay": 250}
+SCRIPTS = ("live_latency.py", "desk_scale.py")
+
+
+def log(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    return int(raw) if raw else default
+
+
+def busy_processes() -> str:
+    """What else is using the CPU (other engineers' tests run on this machine too)."""
+    out = subprocess.run(
+        ["ps", "-eo", "pcpu,etimes,args", "--sort=-pcpu", "--no-headers"],
+        capture_output=True,
+        text=True,
+    ).stdout.splitlines()
+    mine = str(os.getpid())
+    busy = []
+    for line in out:
+        pcpu, _, args = line.strip().split(None, 2)
+        if float(pcpu) < 5 or mine in args or args.startswith("ps "):
+            continue
+        busy.append(f"{pcpu}% {args[:90]}")
+    return "; ".join(busy[:6]) or "nothing above 5% CPU"
+
+
+def others_testing() -> list[str]:
+    out = subprocess.run(["ps", "-eo", "args", "--no-headers"], capture_output=True, text=True)
+    return [a[:100] for a in out.stdout.splitlines() if "pytest" in a and "bench" not in a]
+
+
+def measure_all(quick: bool) -> list[Row]:
+    trials = env_int("BENCH_TRIALS", 1 if quick else 3)
+    table: list[Row] = []
+
+    def run(label: str, fn, *args) -> None:
+        log(f"{label} ...")
+        started = time.monotonic()
+        before = others_testing()
+        row = fn(*args)
+        during = others_testing() or before
+        if during:
+            row.note = (row.note + "; " if row.note else "") + "tests ran meanwhile"
+        table.append(row)
+        log(f"{label}: {row.steps_s:,.0f} steps/s ({time.monotonic() - started:.0f} s)")
+
+    for s in (50,) if quick else (10, 50):
+        r = env_int(f"BENCH_R{s}", RUNS[s])
+        for p in (1, 2):
+            run(f"engine S={s} P={p} R={r}", rows.engine_row, s, p, r, trials)
+    r = env_int("BENCH_R50", RUNS[50])
+    floor_runs = env_int("BENCH_FLOOR_RUNS", FLOOR_RUNS)
+    for p in (1, 2):
+        run(f"floor P={p} R={floor_runs}", rows.floor_row, 50, p, floor_runs, trials)
+    for w in (1, 2):
+        run(f"celery S=50 W={w} R={r}", rows.celery_row, 50, w, r, trials)
+    if not quick:
+        for variant, runs in REAL_RUNS.items():
+            nodelay = variant == "nodelay"
+            run(f"real client ({variant}) R={runs}", rows.real_client_row, runs, trials, nodelay)
+    seconds = 5 if quick else 10
+    for c in (1, 2):
+        run(f"pgbench -c {c}", rows.pgbench_row, c, seconds, trials)
+    return table
+
+
+def run_script(name: str, quick: bool) -> str:
+    path = ROOT / "bench" / name
+    if not path.is_file():
+        print(f"\n{name}: not there yet (bench/{name}); skipped")
+        return ""
+    if quick and name == "desk_scale.py":
+        print(f"\n{name}: skipped (QUICK)")
+        return ""
+    log(f"running bench/{name}")
+    env = dict(os.environ, BENCH_DATABASE_URL=pg.database_url(), BENCH_REDIS_URL=pg.redis_url())
+    env["PYTHONPATH"] = str(ROOT)
+    done = subprocess.run(
+        [sys.executable, str(path)], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    print(f"\n--- bench/{name} (exit {done.returncode}) ---")
+    print(done.stdout.rstrip())
+    if done.returncode:
+        print(done.stderr.rstrip()[-3000:])
+    return done.stdout
+
+
+def live_p95_100(output: str) -> float | None:
+    """The p95 at 100 clients from live_latency.py's output: `p95_ms_100=<ms>`."""
+    match = re.findall(r"\bp95_ms_100=([\d.]+)", output)
+    return float(match[-1]) if match else None
+
+
+def summary(table: list[Row], live_output: str) -> dict[str, float | None]:
+    def find(label: str, s: int | None = 50) -> Row | None:
+        return next((r for r in table if r.label == label and r.S == s), None)
+
+    engine_1p, engine_2p = find("engine 1p"), find("engine 2p")
+    floor_1p, celery_2w = find("floor 1p"), find("celery 2w")
+    engine_1p_10 = find("engine 1p", 10)
+    figures: dict[str, float | None] = {
+        "engine_1p": engine_1p.steps_s if engine_1p else None,
+        "engine_2p": engine_2p.steps_s if engine_2p else None,
+        "celery_2w": celery_2w.steps_s if celery_2w else None,
+        "floor_1p": floor_1p.steps_s if floor_1p else None,
+        "live_p95_100": live_p95_100(live_output),
+    }
+    if engine_1p and floor_1p:
+        figures["ratio"] = engine_1p.steps_s / floor_1p.steps_s
+    if engine_1p:
+        figures["wal"] = report.wal_per_step(engine_1p)
+    if engine_1p and engine_1p_10:
+        figures["growth"] = report.wal_per_step(engine_1p) / report.wal_per_step(engine_1p_10)
+    return figures
+
+
+def main() -> int:
+    quick = os.environ.get("QUICK", "") not in ("", "0")
+    started = time.monotonic()
+    log(f"{report.machine_note()}; busy before: {busy_processes()}")
+    log(f"database {pg.database_url()}, redis {pg.redis_url()}; preparing")
+    pg.prepare()
+    rows.pgbench_init()
+    table = measure_all(quick)
+    with pg.connect() as conn:
+        version = conn.execute("SHOW server_version").fetchone()[0]
+        commit_mode = conn.execute("SHOW synchronous_commit").fetchone()[0]
+    print(f"\nAgentdesk bench ({'QUICK: one trial, S=50 only' if quick else 'median of 3 trials'})")
+    print(
+        f"{report.machine_note()}; PostgreSQL {version}, synchronous_commit={commit_mode};"
+        f" busy after: {busy_processes()}"
+    )
+    print()
+    print(report.table(table))
+    print()
+    print(report.LEGEND)
+    failures = [f"{r.label} S={r.S}: {f}" for r in table for f in r.failures]
+    if failures:
+        print("\nCHECKS FAILED (rows marked !):")
+        print("\n".join(f"  {f}" for f in failures))
+    live_output = run_script(SCRIPTS[0], quick)
+    run_script(SCRIPTS[1], quick)
+    print(f"\n(total {time.monotonic() - started:.0f} s)")
+    print(report.final_line(summary(table, live_output)))
+    return 1 if failures else 0
