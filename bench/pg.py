@@ -133,7 +133,25 @@ def machine_busy_s() -> float:
     return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
+def hold_wal(conn: psycopg.Connection) -> None:
+    """Keep the WAL from now on until this connection closes.
+
+    A checkpoint during a trial (checkpoint_timeout, or anyone's CHECKPOINT)
+    may recycle the segments pg_walinspect must read afterwards; a temporary
+    physical replication slot, dropped with its session, keeps them.
+    """
+    exists = conn.execute(
+        "SELECT 1 FROM pg_replication_slots WHERE active_pid = pg_backend_pid()"
+    ).fetchone()
+    if not exists:
+        conn.execute(
+            "SELECT pg_create_physical_replication_slot(%s, true, true)",
+            [f"agentdesk_bench_{os.getpid()}"],
+        )
+
+
 def snapshot(conn: psycopg.Connection, tables: list[str]) -> Snapshot:
+    hold_wal(conn)
     lsn = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()[0]
     size = 0
     if tables:
@@ -159,6 +177,8 @@ class WalFigures:
 
 def wal_between(conn: psycopg.Connection, before: str, after: str) -> WalFigures:
     wal = conn.execute("SELECT pg_wal_lsn_diff(%s, %s)::bigint", [after, before]).fetchone()[0]
+    if wal <= 0:
+        return WalFigures(0, 0, 0, 0, 0)
     commits = conn.execute(
         "SELECT coalesce(sum(count), 0)::bigint FROM pg_get_wal_stats(%s, %s, true)"
         " WHERE \"resource_manager/record_type\" = 'Transaction/COMMIT'",
