@@ -92,8 +92,11 @@ def event_summary(kind: str, data: dict[str, Any] | None) -> str:
         return f"Turn {n} accepted ({d.get('trigger', '')}){queued}"
     if kind in ("turn.failed",):
         return f"Turn {n} failed: {d.get('error', '')}"
+    if kind == "turn.waiting":
+        waits = len(d.get("tool_use_ids") or [])
+        return f"Turn waits for a human ({waits} call{'s' if waits != 1 else ''})"
     if kind.startswith("turn."):
-        return f"Turn {n} {kind.split('.', 1)[1].replace('_', ' ')}"
+        return f"Turn {n} {kind.split('.', 1)[1].replace('_', ' ')}".replace("  ", " ")
     if kind == "model.replied":
         usage = d.get("usage") or {}
         tokens = f"{usage.get('input', 0)} in / {usage.get('output', 0)} out tokens"
