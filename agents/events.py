@@ -110,15 +110,14 @@ class _Publisher:
         self.queue.put((kind, session_id, items))
 
     def _run(self) -> None:
-        asyncio.run(self._drain())
-
-    async def _drain(self) -> None:
+        # The blocking get() happens in this daemon thread itself (not in an
+        # executor thread, which interpreter exit would wait for forever).
+        loop = asyncio.new_event_loop()
         layer = get_channel_layer()
-        loop = asyncio.get_running_loop()
         while True:
-            kind, session_id, items = await loop.run_in_executor(None, self.queue.get)
+            kind, session_id, items = self.queue.get()
             try:
-                await _send(layer, kind, session_id, items)
+                loop.run_until_complete(_send(layer, kind, session_id, items))
             except Exception:  # Redis down: viewers catch up from Postgres later
                 log.warning("could not publish events of session %s", session_id, exc_info=True)
 
