@@ -94,6 +94,7 @@ def claim(session_id: int, owner: str) -> Claimed | None:
         turn = _runnable_turn(runtime, specs, owner)
         if turn is not None and runtime.step_attempts > settings.AGENTDESK_MAX_STEP_ATTEMPTS:
             reason = f"step failed {runtime.step_attempts} times in a row (poison step)"
+            cancel_open_calls(runtime, turn, specs, owner)
             finish_turn(runtime, turn, T.FAILED, specs, owner, error=reason)
             turn = None
         if turn is None:
@@ -528,20 +529,33 @@ def cancel_turn(claimed: Claimed) -> None:
 def cancel_open_calls(
     runtime: SessionRuntime, turn: Turn, specs: list[EventSpec], actor: str
 ) -> None:
-    """Give every call of the turn without a result a 'canceled' tool_result,
-    so the transcript stays valid and the session can take new turns."""
+    """Give every call of the turn without a result a tool_result (canceled,
+    or unknown for one that may have left), so the transcript stays valid and
+    the session can take new turns."""
     from approvals.models import Approval
 
     now = timezone.now()
     open_calls = ToolCall.objects.filter(turn=turn, result_position__isnull=True).order_by("id")
     for call in open_calls:
-        if call.status not in (C.FAILED, C.DENIED, C.CANCELED, C.SUCCEEDED):
-            if call.status != C.IN_DOUBT:  # an in-doubt call stays visible as such
-                check_tool_move(call, C.CANCELED)
-                call.status = C.CANCELED
+        if call.status == C.RUNNING:
+            # It may have left the process (a poison step): unknown, not undone.
+            call.status = C.IN_DOUBT
+            specs.append(
+                EventSpec(
+                    "tool.in_doubt",
+                    {"tool_use_id": call.tool_use_id, "name": call.name},
+                    turn.id,
+                    actor,
+                )
+            )
+        elif call.status not in (C.FAILED, C.DENIED, C.CANCELED, C.SUCCEEDED, C.IN_DOUBT):
+            check_tool_move(call, C.CANCELED)
+            call.status = C.CANCELED
         text = "Canceled by an operator before this tool ran."
         if call.status == C.IN_DOUBT:
-            text = "The turn was canceled; the outcome of this call is unknown."
+            text = "The turn ended; the outcome of this call is unknown."
+        elif call.status != C.CANCELED:
+            text = call.output or f"Ended with the turn ({call.status})."
         block = {"type": "tool_result", "tool_use_id": call.tool_use_id, "content": text}
         block["is_error"] = True
         Message.objects.create(

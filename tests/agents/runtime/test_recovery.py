@@ -111,3 +111,68 @@ def test_refund_runs_once_when_worker_dies_after_provider_committed(sandbox, wor
 
     call = _assert_exactly_once(sandbox, session, turn, workers)
     assert call.external_id == sandbox.refunds()[0]["id"]  # the replayed first response
+
+
+def test_a_stale_owner_whose_connection_was_killed_cannot_record(sandbox, workers):
+    """pg_terminate_backend frees the owner's lock while it still works: a
+    second worker takes over (fence + 1) and the first one's late record
+    writes nothing."""
+    from django.db import connection
+
+    sandbox.fault(
+        target="payments",
+        kind="latency",
+        phase="in_flight",
+        latency_ms=3000,
+        match={"path_prefix": "/v1/refunds"},
+    )
+    _victim, session = _start(sandbox, workers)
+    workers.start("second")
+    wait_for(
+        lambda: sandbox.stats()["idempotency"]["in_flight"],
+        timeout=30,
+        what="the refund request in flight",
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_locks "
+            "WHERE locktype = 'advisory' AND objid = %s AND granted",
+            [session.id],
+        )
+        assert cursor.fetchall(), "nobody held the session's lock"
+
+    turn = wait_turn(session, timeout=40)
+
+    _assert_exactly_once(sandbox, session, turn, workers)
+
+
+def test_a_step_that_keeps_killing_workers_ends_failed_not_looping(sandbox, workers):
+    sandbox.fault(
+        target="helpdesk",
+        kind="latency",
+        latency_ms=4000,
+        count=10,
+        match={"path_prefix": "/helpdesk/orders"},
+    )
+    workers.env["AGENTDESK_MAX_STEP_ATTEMPTS"] = "1"
+    victim, session = _start(sandbox, workers)
+    for attempt in (1, 2):
+        wait_for(
+            lambda: _refund_call(session) or _lookup_running(session),
+            timeout=30,
+            what="a call in flight",
+        )
+        victim.kill(signal.SIGKILL)
+        victim.popen.wait(10)
+        victim = workers.start(f"rescuer{attempt}")
+        if attempt == 1:
+            wait_for(lambda: "tool.reissued" in kinds(session), timeout=20, what="the reissue")
+
+    turn = wait_turn(session, timeout=30)
+    assert turn.status == "failed", workers.logs()
+    assert "poison step" in turn.error
+    assert_invariants(session)
+
+
+def _lookup_running(session):
+    return ToolCall.objects.filter(session=session, name="lookup_order", status="running").first()
