@@ -11,6 +11,8 @@ viewer once, in seq order.
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -19,8 +21,9 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from agents.events import DESK_GROUP, session_group
 from agents.runtime import live
-from dashboard import pushes
+from dashboard import fanout, pushes
 
+log = logging.getLogger(__name__)
 REPLAY_BATCH = 500
 SHARED_TTL_S = 5.0
 
@@ -40,7 +43,52 @@ async def shared_render(key: tuple, fn: Callable[..., Any], *args: Any) -> Any:
     return await asyncio.shield(future)
 
 
-class SessionConsumer(AsyncJsonWebsocketConsumer):
+class FollowingConsumer(AsyncJsonWebsocketConsumer):
+    """Follows channel-layer groups through the process's fan-out
+    (dashboard/fanout.py) and handles their messages and the client's one at
+    a time, in arrival order, as a plain Channels consumer would."""
+
+    following: tuple[str, ...] = ()
+
+    async def follow(self, *groups: str) -> None:
+        self.one_at_a_time = asyncio.Lock()
+        self.inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        for group in groups:
+            await fanout.fanout().join(group, self.inbox)
+        self.following = groups
+        self.drainer = asyncio.create_task(self.drain())
+
+    async def disconnect(self, code: int) -> None:
+        if self.following:
+            self.drainer.cancel()
+            for group in self.following:
+                await fanout.fanout().leave(group, self.inbox)
+
+    async def drain(self) -> None:
+        while True:
+            message = await self.inbox.get()
+            handler = getattr(self, message["type"].replace(".", "_"), None)
+            if handler is None:
+                continue
+            try:
+                async with self.one_at_a_time:
+                    await handler(message)
+            except Exception:
+                # The client reconnects and replays from its last seq.
+                log.exception("consumer failed on %s; closing", message["type"])
+                await self.close(code=1011)
+                return
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        if isinstance(content, dict) and self.following:
+            async with self.one_at_a_time:
+                await self.on_client(content)
+
+    async def on_client(self, content: dict[str, Any]) -> None:
+        pass
+
+
+class SessionConsumer(FollowingConsumer):
     """`ws/sessions/<id>/`: the client sends {"type": "hello", "after": seq}."""
 
     last_seq: int | None = None  # None until hello: nothing is sent before
@@ -55,19 +103,12 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=problem)
             return
         self.perms = await database_sync_to_async(pushes.perm_signature)(self.user)
-        self.group = session_group(self.session_id)
         # Join before the replay reads Postgres: an event committed after the
         # read is then certain to come through the group (or leave a gap).
-        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.follow(session_group(self.session_id))
         await self.accept()
 
-    async def disconnect(self, code: int) -> None:
-        if hasattr(self, "group"):
-            await self.channel_layer.group_discard(self.group, self.channel_name)
-
-    async def receive_json(self, content: Any, **kwargs: Any) -> None:
-        if not isinstance(content, dict):
-            return
+    async def on_client(self, content: dict[str, Any]) -> None:
         kind = content.get("type")
         if kind == "hello":
             after = content.get("after", 0)
@@ -109,9 +150,9 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
 
     async def deliver(self, events: list[dict[str, Any]]) -> None:
         key = (self.session_id, events[0]["seq"], events[-1]["seq"], self.perms)
-        swaps = await shared_render(key, pushes.session_swaps, self.session_id, events, self.user)
+        frame = await shared_render(key, _events_frame, self.session_id, events, self.user)
         self.last_seq = events[-1]["seq"]
-        await self.send_json({"type": "events", "events": events, "swaps": swaps})
+        await self.send(text_data=frame)
 
     async def send_stream(self) -> None:
         """The text streamed so far for the session's running turn (a snapshot:
@@ -122,6 +163,12 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
 
 def _seq(event: dict[str, Any]) -> int:
     return event["seq"]
+
+
+def _events_frame(session_id: int, events: list[dict[str, Any]], user: Any) -> str:
+    """The frame for a batch, encoded once for every viewer who shares it."""
+    swaps = pushes.session_swaps(session_id, events, user)
+    return json.dumps({"type": "events", "events": events, "swaps": swaps})
 
 
 def _stream_snapshot(session_id: int) -> tuple[int | None, str]:
@@ -137,7 +184,7 @@ def _stream_snapshot(session_id: int) -> tuple[int | None, str]:
     return turn_id, live.partial_text(session_id, turn_id)
 
 
-class DeskConsumer(AsyncJsonWebsocketConsumer):
+class DeskConsumer(FollowingConsumer):
     """`ws/desk/`: "a session changed"; the list refetches itself (debounced),
     so filters, sorting and counts stay the server's."""
 
@@ -148,19 +195,16 @@ class DeskConsumer(AsyncJsonWebsocketConsumer):
         if problem:
             await self.close(code=problem)
             return
-        self.joined = True
-        await self.channel_layer.group_add(DESK_GROUP, self.channel_name)
+        await self.follow(DESK_GROUP)
         await self.accept()
 
-    async def disconnect(self, code: int) -> None:
-        if getattr(self, "joined", False):
-            await self.channel_layer.group_discard(DESK_GROUP, self.channel_name)
-
     async def desk_changed(self, message: dict[str, Any]) -> None:
+        if not self.inbox.empty():
+            return  # more changes queued: the client refetches once for all
         await self.send_json({"type": "changed", "session_id": message.get("session_id")})
 
 
-class ApprovalsConsumer(AsyncJsonWebsocketConsumer):
+class ApprovalsConsumer(FollowingConsumer):
     """`ws/approvals/`: the client says which cards it shows ({"type":
     "hello", "shown": [ids]}); the server sends cards to add and ids to
     remove whenever any session changes, and on each "sync"."""
@@ -173,17 +217,10 @@ class ApprovalsConsumer(AsyncJsonWebsocketConsumer):
         if problem:
             await self.close(code=problem)
             return
-        self.joined = True
-        await self.channel_layer.group_add(DESK_GROUP, self.channel_name)
+        await self.follow(DESK_GROUP)
         await self.accept()
 
-    async def disconnect(self, code: int) -> None:
-        if getattr(self, "joined", False):
-            await self.channel_layer.group_discard(DESK_GROUP, self.channel_name)
-
-    async def receive_json(self, content: Any, **kwargs: Any) -> None:
-        if not isinstance(content, dict):
-            return
+    async def on_client(self, content: dict[str, Any]) -> None:
         if content.get("type") == "hello":
             ids = content.get("shown") or []
             self.shown = {i for i in ids[:1000] if isinstance(i, int)}
@@ -192,7 +229,8 @@ class ApprovalsConsumer(AsyncJsonWebsocketConsumer):
             await self.reconcile()
 
     async def desk_changed(self, message: dict[str, Any]) -> None:
-        if self.shown is not None:
+        # A reconcile looks at every pending approval: one for a burst of changes.
+        if self.shown is not None and self.inbox.empty():
             await self.reconcile()
 
     async def reconcile(self) -> None:
