@@ -25,6 +25,16 @@ _PERMS = {
 }
 
 
+def assign_role(user, role: str) -> None:
+    """Put a user in one desk role. Admins also get `is_staff`: the Django
+    admin is part of their role, and Django lets only staff in."""
+    groups = ensure_roles()
+    user.groups.add(groups[role])
+    if role == ADMIN and not user.is_staff:
+        user.is_staff = True
+        user.save(update_fields=["is_staff"])
+
+
 def ensure_roles() -> dict[str, Group]:
     """Create the three groups with their permissions (idempotent)."""
     groups = {}

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from django.db import connections
 from django.test import Client
 
 from tests.processes import Proc
@@ -91,6 +92,10 @@ def browser(web):
                 yield launched
             finally:
                 launched.close()
+                # ORM calls made while Playwright's loop runs in this thread get
+                # their own connection (Django keys connections by context);
+                # close it, or it holds the test database open at teardown.
+                connections.close_all()
     finally:
         if previous is None:
             os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)

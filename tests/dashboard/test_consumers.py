@@ -213,3 +213,32 @@ def test_the_inbox_socket_adds_new_cards_and_removes_decided_ones(bob, carol):
     assert [c["id"] for c in added["add"]] == [fresh.id]
     assert f'id="approval-{fresh.id}"' in added["add"][0]["html"]
     assert removed["remove"] == [{"id": shown.id, "status": "denied", "by": "carol"}]
+
+
+def test_viewers_of_one_session_share_one_group_membership_and_each_get_every_event(alice, bob):
+    from dashboard import fanout
+
+    call = factories.parked_call()
+    sid = call.session_id
+    first_headers, second_headers = ws_headers(alice), ws_headers(bob)
+
+    async def scenario():
+        first = await _connect(sid, first_headers)
+        second = await _connect(sid, second_headers)
+        group = fanout.fanout().groups[session_group(sid)]
+        memberships = len(group.inboxes)
+        for ws in (first, second):
+            await ws.send_json_to({"type": "hello", "after": 5})
+            await ws.receive_json_from(timeout=5)
+        await database_sync_to_async(_note)(sid, 3)
+        seqs = [await _receive_events(ws, 8) for ws in (first, second)]
+        await first.disconnect()
+        still = session_group(sid) in fanout.fanout().groups
+        await second.disconnect()
+        left = session_group(sid) in fanout.fanout().groups
+        return memberships, seqs, still, left
+
+    memberships, seqs, still, left = async_to_sync(scenario)()
+    assert memberships == 2  # two viewers, one membership of the group
+    assert seqs == [[6, 7, 8], [6, 7, 8]]
+    assert still and not left  # the last viewer to leave leaves the group

@@ -177,3 +177,15 @@ def test_websocket_routes_check_login_permission_origin_and_id(route, dave, alic
     assert _try(path, ws_headers(bob)), "the right role"
     if "{sid}" in route:
         assert not _try(route.format(sid=987654), ws_headers(bob)), "another session's id"
+
+
+def test_the_admin_role_includes_the_django_admin(client, django_user_model):
+    from dashboard.roles import ADMIN, SUPPORT, assign_role
+
+    erin = django_user_model.objects.create_user(username="erin", password="erin-pw")
+    assign_role(erin, SUPPORT)
+    client.force_login(erin)
+    assert client.get("/admin/").status_code == 302  # not staff: the admin's login
+    assign_role(erin, ADMIN)
+    client.force_login(django_user_model.objects.get(pk=erin.pk))
+    assert client.get("/admin/").status_code == 200
