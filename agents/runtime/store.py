@@ -28,6 +28,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from agents import events
@@ -75,6 +76,8 @@ def claim(session_id: int, owner: str) -> Claimed | None:
     """
     with transaction.atomic():
         runtime = lock_session(session_id)
+        if runtime.wake_at is not None and runtime.wake_at > timezone.now() and not runtime.owner:
+            return None  # backing off after a failed step; a delayed trigger will come
         specs: list[EventSpec] = []
         recovered = bool(runtime.owner)
         if recovered:
@@ -657,6 +660,9 @@ def set_session_status(session: Session, status: str) -> None:
 
 
 def is_runnable(session_id: int) -> bool:
-    return Session.objects.filter(
-        pk=session_id, status=Session.Status.RUNNING, runtime__owner=""
-    ).exists()
+    """Has work, no owner, and is not backing off."""
+    return (
+        Session.objects.filter(pk=session_id, status=Session.Status.RUNNING, runtime__owner="")
+        .filter(Q(runtime__wake_at__isnull=True) | Q(runtime__wake_at__lte=timezone.now()))
+        .exists()
+    )

@@ -31,7 +31,7 @@ def test_a_429_with_retry_after_is_retried_by_the_client(sandbox, workers):
 def test_an_overloaded_model_past_the_client_retries_is_a_visible_retry_later(sandbox, workers):
     # More 529s than the SDK's own retries: the step fails, is recorded, and
     # the worker comes back after a backoff.
-    sandbox.fault(target="messages", kind="status", status=529, count=6)
+    sandbox.fault(target="messages", kind="status", status=529, count=4)
     workers.start(AGENTDESK_MODEL_MAX_RETRIES="1")
     session = deliver_ticket(sandbox.ticket(**TICKET))
     turn = wait_turn(session, timeout=60)
