@@ -27,9 +27,11 @@ def test_closing_the_tab_mid_stream_does_not_cancel_the_turn(sandbox, workers, a
     session = deliver_ticket(ticket)
     turn = Turn.objects.get(session=session)
 
+    headers = ws_headers(alice)
+
     async def watch_then_leave() -> None:
         communicator = WebsocketCommunicator(
-            application, f"/ws/sessions/{session.id}/", headers=ws_headers(alice)
+            application, f"/ws/sessions/{session.id}/", headers=headers
         )
         connected, _ = await communicator.connect()
         assert connected
