@@ -17,6 +17,8 @@ from bench import pg
 
 ROOT = pg.ROOT
 WARMUP_BASE = 900_000
+# How long to wait, before a trial, for the rest of the machine to go idle.
+QUIET_WAIT_S = float(os.environ.get("BENCH_QUIET_WAIT_S", "60"))
 
 
 @dataclass
@@ -57,6 +59,12 @@ class Row:
     turns: bool = False  # report turns/s
     note: str = ""
     failures: list[str] = field(default_factory=list)
+
+    @property
+    def busy_before(self) -> float:
+        """The busiest the host was (without us) just before one of the trials."""
+        values = [t.extra.get("busy_before") for t in self.trials]
+        return max((v for v in values if v is not None), default=0.0)
 
     def median(self, metric) -> float:
         values = [metric(t) for t in self.trials]
@@ -121,6 +129,7 @@ def measure(
     reset: bool = True,
 ) -> Trial:
     """Workload.md §4 steps 1–5 for P processes; returns one trial's raw figures."""
+    busy_before = pg.wait_quiet(QUIET_WAIT_S) if reset else None
     if reset:
         pg.reset()
         pg.redis_flush()
@@ -185,6 +194,7 @@ def measure(
             "refunds": refunds,
             "client_cpu_s": sum(r["cpu_s"] for r in results),
             "side_cpu_s": sum(a - b for a, b in zip(side_after, side_before, strict=True)),
+            "busy_before": busy_before,
         },
     )
     return trial

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -148,6 +149,27 @@ def hold_wal(conn: psycopg.Connection) -> None:
             "SELECT pg_create_physical_replication_slot(%s, true, true)",
             [f"agentdesk_bench_{os.getpid()}"],
         )
+
+
+def _cpu_counters() -> tuple[int, int]:
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return sum(fields[:8]) - idle, sum(fields[:8])
+
+
+def wait_quiet(max_s: float, threshold: float = 0.15) -> float:
+    """Before a trial, wait (at most max_s) until the host is idle: nothing of
+    ours runs now, so what is busy is someone else's work. Returns the busy
+    share of the whole machine over the last second."""
+    deadline = time.monotonic() + max_s
+    while True:
+        busy0, total0 = _cpu_counters()
+        time.sleep(1.0)
+        busy1, total1 = _cpu_counters()
+        share = (busy1 - busy0) / max(1, total1 - total0)
+        if share < threshold or time.monotonic() >= deadline:
+            return share
 
 
 def snapshot(conn: psycopg.Connection, tables: list[str]) -> Snapshot:

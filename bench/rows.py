@@ -14,7 +14,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from bench import pg, workload
-from bench.measure import Row, Trial, measure
+from bench.measure import QUIET_WAIT_S, Row, Trial, measure
 
 ROOT = pg.ROOT
 
@@ -145,6 +145,7 @@ def celery_row(max_steps: int, workers: int, runs: int, trials: int) -> Row:
     report_url = pg.redis_url()
     env = pg.worker_env(BENCH_REPORT_REDIS_URL=report_url)
     for _ in range(trials):
+        busy_before = pg.wait_quiet(QUIET_WAIT_S)
         pg.reset()
         pg.redis_flush()
         log_dir = Path(tempfile.mkdtemp(prefix="agentdesk-bench-celery-"))
@@ -163,6 +164,7 @@ def celery_row(max_steps: int, workers: int, runs: int, trials: int) -> Row:
             )
         finally:
             stop_processes(procs)
+        trial.extra["busy_before"] = busy_before
         row.trials.append(trial)
         row.failures += check_refunds(trial, max_steps, f"run-{max_steps}", runs)
         row.failures += check_runtime(max_steps, runs, 2 * workers)
@@ -285,6 +287,7 @@ def pgbench_row(clients: int, seconds: int, trials: int) -> Row:
     if url.password:
         env["PGPASSWORD"] = url.password
     for _ in range(trials):
+        busy_before = pg.wait_quiet(QUIET_WAIT_S)
         with pg.connect(pg.sibling_url(pg.PGBENCH_DB)) as conn:
             conn.execute("CHECKPOINT")
             before = pg.snapshot(conn, [])
@@ -312,6 +315,7 @@ def pgbench_row(clients: int, seconds: int, trials: int) -> Row:
             machine_s=after.machine_busy_s - before.machine_busy_s,
         )
         trial.cpu_s = float("nan")
+        trial.extra["busy_before"] = busy_before
         row.trials.append(trial)
     return row
 

@@ -1,0 +1,5 @@
+import sys
+
+from bench.chaos.campaign import main
+
+sys.exit(main())

@@ -1,0 +1,292 @@
+"""One campaign: set up, drive tickets under the nemesis, heal, check, report.
+
+    SEED=7 SESSIONS=500 python -m bench.chaos      (make chaos SEED=7 SESSIONS=500)
+
+Defaults: a random seed (printed, so the run can be replayed) and 100
+sessions. CHAOS_DATABASE names the database (default agentdesk_chaos; it is
+dropped and created again at the start, so two campaigns at once need two
+names). The last line of the output is the machine-readable summary; the
+exit status is 0 only when no invariant was violated.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.chaos import stack
+
+LIMIT_CENTS = 2000  # approval limit for the campaign: see _env
+APPROVAL_TTL_S = 15
+SETTLE_TIMEOUT_S = 240.0
+
+
+def _env(redis_url: str, sandbox_url: str) -> dict[str, str]:
+    """Settings shared by the workers, beat and the campaign process.
+
+    Set on purpose: a short sweep interval and grace (recovery within about
+    2.5 s), a short approval TTL so that letting an approval expire happens
+    within the run, a short task slice so sessions change hands often, a
+    model timeout below the stall the nemesis injects, and an approval limit
+    of $20, because the sandbox's fifteen demo orders must hold every refund
+    of the run (it has no endpoint to add orders).
+    """
+    return {
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "REDIS_URL": redis_url,
+        "SANDBOX_URL": sandbox_url,
+        "ANTHROPIC_API_KEY": "",
+        "ANTHROPIC_BASE_URL": sandbox_url,
+        "AGENTDESK_SWEEP_INTERVAL_S": "1",
+        "AGENTDESK_SWEEP_GRACE_S": "1.5",
+        "AGENTDESK_EXPIRE_INTERVAL_S": "1",
+        "AGENTDESK_APPROVAL_TTL_S": str(APPROVAL_TTL_S),
+        "AGENTDESK_REFUND_APPROVAL_LIMIT_CENTS": str(LIMIT_CENTS),
+        "AGENTDESK_TASK_SLICE_S": "5",
+        "AGENTDESK_MODEL_TIMEOUT_S": "10",
+        "AGENTDESK_MODEL_MAX_RETRIES": "2",
+        "AGENTDESK_TOOL_RETRIES": "3",
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+def say(text: str) -> None:
+    print(text, flush=True)
+
+
+def main() -> int:
+    seed = int(os.environ.get("SEED") or random.SystemRandom().randrange(1, 1_000_000))
+    sessions = int(os.environ.get("SESSIONS") or 100)
+    dbname = os.environ.get("CHAOS_DATABASE", "agentdesk_chaos")
+    run_dir = Path(tempfile.mkdtemp(prefix="agentdesk-chaos-"))
+    say(f"chaos: seed={seed} sessions={sessions} database={dbname} logs={run_dir}")
+    campaign = Campaign(seed, sessions, dbname, run_dir)
+    try:
+        campaign.setup()
+        campaign.run()
+        campaign.heal()
+        violations = campaign.check_and_report()
+    finally:
+        campaign.teardown()
+    if violations == 0:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    else:
+        say(f"chaos: logs kept in {run_dir}")
+    return 0 if violations == 0 else 1
+
+
+class Campaign:
+    def __init__(self, seed: int, sessions: int, dbname: str, run_dir: Path) -> None:
+        self.seed = seed
+        self.count = sessions
+        self.run_dir = run_dir
+        self.database = stack.Database(dbname)
+        self.redis = stack.RedisServer(run_dir)
+        self.sandbox = None
+        self.workers: stack.Workers | None = None
+        self.nemesis = None
+        self.driver = None
+        self.started = time.monotonic()
+        self.long_transactions: list[str] = []
+        self.phase_s: dict[str, float] = {}
+
+    # --- setup ---------------------------------------------------------------------
+
+    def setup(self) -> None:
+        t0 = time.monotonic()
+        self.redis.start()
+        self.database.recreate(self.run_dir)
+        self.sandbox, self.sandbox_url = stack.start_sandbox_proc(self.run_dir)
+        common = _env(self.redis.url, self.sandbox_url)
+        os.environ.update(common, DATABASE_URL=self.database.url(stack.CAMPAIGN_APP))
+        import django
+
+        django.setup()
+        _log_to(self.run_dir / "campaign.log")  # after Django's LOGGING (console) is set
+        users = _users()
+        worker_env = {**os.environ, **common, "DATABASE_URL": self.database.url(stack.WORKER_APP)}
+        self.workers = stack.Workers(
+            worker_env, self.run_dir, stack.worker_slots(solo=3, prefork=1)
+        )
+        self.workers.start_all()
+        from bench.chaos.driver import Driver
+        from bench.chaos.workload import Planner
+
+        tickets = Planner(self.seed, LIMIT_CENTS).plan(self.count)
+        self.driver = Driver(tickets, self.sandbox_url, users, max_open=16)
+        self.phase_s["setup"] = time.monotonic() - t0
+        say(
+            f"chaos: stack up in {self.phase_s['setup']:.1f}s (4 workers: 3 solo, 1 prefork x2; beat)"
+        )
+
+    # --- the run under the nemesis -------------------------------------------------------
+
+    def run(self) -> None:
+        from bench.chaos.nemesis import Nemesis
+
+        t0 = self.started = time.monotonic()
+        self.nemesis = Nemesis(
+            self.seed, self.started, self.workers, self.redis, self.database, self.sandbox_url
+        )
+        self.nemesis.start()
+        shown = 0
+        next_progress = t0 + 10
+        next_sample = t0
+        while not self.driver.idle:
+            self.driver.step()
+            now = time.monotonic()
+            shown = self._show_faults(shown)
+            if now >= next_sample:
+                self._sample_transactions()
+                next_sample = now + 1.0
+            if now >= next_progress:
+                self._progress()
+                next_progress = now + 10
+            time.sleep(0.05)
+        self.nemesis.halt()
+        self._show_faults(shown)
+        self.phase_s["run"] = time.monotonic() - t0
+
+    def _show_faults(self, shown: int) -> int:
+        lines = self.nemesis.lines
+        for line in lines[shown:]:
+            say(f"  fault {line}")
+        return len(lines)
+
+    def _progress(self) -> None:
+        done = self.count - len(self.driver.pending)
+        say(
+            f"chaos: t=+{time.monotonic() - self.started:.0f}s delivered={done}/{self.count} "
+            f"running={self.driver.open_sessions()} faults={sum(self.nemesis.counts.values())}"
+        )
+
+    def _sample_transactions(self) -> None:
+        """An open transaction older than a few seconds is a transaction held
+        across I/O (invariant 5): sample for one while the faults run."""
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pid, application_name, extract(epoch FROM now() - xact_start), "
+                "left(query, 160) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND state LIKE 'idle in transaction%%' AND pid <> pg_backend_pid() "
+                "AND xact_start < now() - interval '5 seconds'"
+            )
+            for pid, app, age, query in cursor.fetchall():
+                self.long_transactions.append(
+                    f"backend {pid} ({app}) idle in a {age:.1f}s transaction: {query}"
+                )
+
+    # --- heal --------------------------------------------------------------------------
+
+    def heal(self) -> None:
+        """Stop the faults, bring everything back, let the system finish."""
+        import requests
+
+        from tests.processes import wait_for
+
+        t0 = time.monotonic()
+        requests.delete(f"{self.sandbox_url}/_faults", timeout=10).raise_for_status()
+        if not self.redis.up:
+            self.redis.start()
+        self.workers.restart_now()
+        wait_for(self.workers.all_alive, timeout=120, what="every worker and beat up again")
+        say(
+            f"chaos: healed (faults off, all processes up) in {time.monotonic() - t0:.1f}s; settling"
+        )
+        deadline = time.monotonic() + SETTLE_TIMEOUT_S
+        while time.monotonic() < deadline:
+            self.driver.step(deliver=False)
+            self.driver.approve_pass(final=True)  # decide what the plan left undecided
+            if self.driver.idle and _settled():
+                break
+            time.sleep(0.2)
+        self.phase_s["heal"] = time.monotonic() - t0
+        say(f"chaos: settled={_settled()} after {self.phase_s['heal']:.1f}s")
+
+    # --- check and report -----------------------------------------------------------------
+
+    def check_and_report(self) -> int:
+        from bench.chaos import report
+        from bench.chaos.checks import World, check_all
+
+        world = World(self.sandbox_url)
+        found = check_all(world)
+        for line in self.long_transactions:
+            found.fail(5, line)
+        for problem in self.driver.problems:
+            found.fail(4, f"driver: {problem}")
+        recovery = report.recovery_times(self.nemesis.probes, world)
+        text = report.render(
+            seed=self.seed,
+            sessions=self.count,
+            found=found,
+            recovery=recovery,
+            faults=self.nemesis.counts,
+            driver_counts=self.driver.counts,
+            phases=self.phase_s,
+            notes=self.nemesis.errors + self.workers.restart_failures,
+        )
+        say(text)
+        return len(found.violations)
+
+    def teardown(self) -> None:
+        if self.nemesis is not None and self.nemesis.thread.is_alive():
+            self.nemesis.halt()
+        if self.workers is not None:
+            self.workers.stop_all()
+        if self.sandbox is not None:
+            self.sandbox.stop()
+        self.redis.stop()
+
+
+def _log_to(path: Path) -> None:
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    chaos = logging.getLogger("chaos")
+    chaos.addHandler(handler)
+    chaos.setLevel(logging.INFO)
+    chaos.propagate = False  # the report goes to stdout; details to the file
+
+
+def _settled() -> bool:
+    from agents.models import Session, ToolCall, Turn
+    from approvals.models import Approval
+
+    if Session.objects.filter(status=Session.Status.RUNNING).exists():
+        return False
+    if Turn.objects.filter(status__in=["accepted", "running", "resuming"]).exists():
+        return False
+    if Approval.objects.filter(status=Approval.Status.PENDING).exists():
+        return False
+    waiting = Turn.objects.filter(status=Turn.Status.WAITING)
+    blocked = ToolCall.objects.filter(
+        turn__in=waiting, status__in=["waiting_for_approval", "in_doubt"]
+    )
+    return waiting.count() == blocked.values("turn_id").distinct().count()
+
+
+def _users() -> dict[str, Any]:
+    from django.contrib.auth import get_user_model
+
+    from dashboard.roles import ensure_roles
+
+    groups = ensure_roles()
+    model = get_user_model()
+    users = {}
+    for name, role in (("alice", "support"), ("bob", "approver")):
+        user = model.objects.create_user(username=name, password=f"{name}-pw")
+        user.groups.add(groups[role])
+        users[name] = model.objects.get(pk=user.pk)
+    return users
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""Recovery times from the event log, and the text report.
+
+Recovery after a worker death: for each session the dead process owned
+(SessionRuntime.owner = `hostname:pid` when it was killed), the seconds from
+the SIGKILL to that session's next event (the `recovery` event of the claim
+that takes over, or whatever the session did next). One sample per
+(death, owned session).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.chaos.checks import Findings, World
+
+
+@dataclass
+class Recovery:
+    deaths: int = 0
+    deaths_owning: int = 0
+    samples: list[float] = field(default_factory=list)
+    unrecovered: list[str] = field(default_factory=list)
+    via_recovery_event: int = 0
+
+    def percentile(self, p: float) -> float:
+        if not self.samples:
+            return 0.0
+        ordered = sorted(self.samples)
+        rank = max(1, math.ceil(p / 100 * len(ordered)))  # nearest rank
+        return ordered[rank - 1]
+
+
+def recovery_times(probes: list[Any], world: World) -> Recovery:
+    out = Recovery(deaths=len(probes))
+    for probe in probes:
+        if probe.sessions:
+            out.deaths_owning += 1
+        for session_id in probe.sessions:
+            after = [e for e in world.events[session_id] if e.created_at.timestamp() > probe.at]
+            if not after:
+                out.unrecovered.append(f"{probe.target} session {session_id}")
+                continue
+            out.samples.append(after[0].created_at.timestamp() - probe.at)
+            out.via_recovery_event += after[0].kind == "recovery"
+    return out
+
+
+def _counter(counter: Counter | dict, indent: str = "    ") -> str:
+    items = sorted(counter.items(), key=lambda kv: (-kv[1], str(kv[0])))
+    return "\n".join(f"{indent}{k}: {v}" for k, v in items) or f"{indent}(none)"
+
+
+def render(
+    *,
+    seed: int,
+    sessions: int,
+    found: Findings,
+    recovery: Recovery,
+    faults: Counter,
+    driver_counts: Counter,
+    phases: dict[str, float],
+    notes: list[str],
+) -> str:
+    s = found.stats
+    total_faults = sum(faults.values())
+    p50, p99 = recovery.percentile(50), recovery.percentile(99)
+    lines = [
+        "",
+        f"== chaos report: seed {seed}, {sessions} sessions ==",
+        "phases: " + ", ".join(f"{k} {v:.1f}s" for k, v in phases.items()),
+        f"faults injected: {total_faults}",
+        _counter(faults),
+        f"sessions: {s['sessions']}",
+        _counter(s["sessions_by_status"]),
+        f"turns: {s['turns']}",
+        _counter(s["turns_by_status"]),
+        f"steps: {s['steps']} (model replies {s['model_replies']}, tool results "
+        f"{s['steps'] - s['model_replies']}); events {s['events']}; recoveries {s['recoveries']}; "
+        f"reissued tool calls {s['reissues']}; model step failures {s['model_failures']}",
+        f"tool calls: {s['tool_calls']}",
+        _counter(s["tool_calls_by_name"]),
+        "  by status:",
+        _counter(s["tool_calls_by_status"]),
+        f"refunds in the sandbox: {s['refunds']} ({s['refunded_cents'] / 100:,.2f} USD)",
+        "approvals:",
+        _counter(s["approvals_by_status"]),
+        "workload (driver):",
+        _counter(driver_counts),
+    ]
+    if s["failed_turn_errors"]:
+        lines += ["failed turns, by error:", _counter(s["failed_turn_errors"])]
+    lines += [
+        f"needing a human (in_doubt, listed not failed): {len(found.in_doubt)}",
+        *[f"    {line}" for line in found.in_doubt],
+        f"recovery after SIGKILL: {recovery.deaths} kills, {recovery.deaths_owning} owned "
+        f"sessions, {len(recovery.samples)} samples ({recovery.via_recovery_event} first seen as "
+        f"a recovery event): p50 {p50:.2f}s, p99 {p99:.2f}s, "
+        f"max {max(recovery.samples, default=0):.2f}s",
+    ]
+    if recovery.unrecovered:
+        lines.append(f"    no event after the kill: {recovery.unrecovered}")
+    if notes:
+        lines += ["notes (faults that could not apply, slow restarts):"]
+        lines += [f"    {n}" for n in notes[:30]]
+    lines.append(f"invariant violations: {len(found.violations)}")
+    lines += [f"    {v}" for v in found.violations[:200]]
+    lines.append(
+        f"chaos: seed={seed} sessions={sessions} faults={total_faults} refunds={s['refunds']} "
+        f"duplicate_effects={found.duplicate_effects} lost_effects={found.lost_effects} "
+        f"violations={len(found.violations)} recovery_p50_s={p50:.2f} recovery_p99_s={p99:.2f}"
+    )
+    return "\n".join(lines)
