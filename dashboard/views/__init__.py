@@ -4,6 +4,9 @@ selector or service, render a template or a partial.
 Every POST is `@require_POST`, CSRF-checked (htmx sends X-CSRFToken) and
 calls exactly one service; a refused transition comes back as its HTTP status
 (409, 403, 400) with the current state rendered in the same partial.
+Every GET is `@never_cache`: pages show live state (a page from the HTTP
+or back/forward cache would show a decision that was already taken), and
+no-store keeps customers' data off the browser's disk.
 """
 
 from dashboard.views.approvals import approval_card, approval_check, approval_decide, approvals

@@ -9,6 +9,7 @@ from typing import Any
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from agents import selectors
@@ -25,6 +26,7 @@ HASH = re.compile(r"^[0-9a-f]{64}$")
 
 
 @require_GET
+@never_cache
 @desk_view(DECIDE)
 def approvals(request: HttpRequest) -> HttpResponse:
     cards = selectors.approvals_pending(user=request.user)
@@ -39,6 +41,7 @@ def _card_or_404(request: HttpRequest, approval_id: int) -> Approval:
 
 
 @require_GET
+@never_cache
 @desk_view(DECIDE)
 def approval_card(request: HttpRequest, approval_id: int) -> HttpResponse:
     approval = _card_or_404(request, approval_id)

@@ -9,6 +9,7 @@ from typing import Any
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from agents import selectors
@@ -33,6 +34,7 @@ def _kinds(request: HttpRequest) -> list[str]:
 
 
 @require_GET
+@never_cache
 @desk_view(HISTORY)
 def history(request: HttpRequest, session_id: int) -> HttpResponse:
     found = _session(request, session_id)
@@ -63,6 +65,7 @@ def history(request: HttpRequest, session_id: int) -> HttpResponse:
 
 
 @require_GET
+@never_cache
 @desk_view(HISTORY)
 def history_export(request: HttpRequest, session_id: int) -> StreamingHttpResponse:
     """The whole history as one JSON document, streamed (a long session's log

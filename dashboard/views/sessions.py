@@ -6,6 +6,7 @@ from django import forms
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from agents import selectors, services
@@ -21,6 +22,7 @@ VIEW, OPERATE = "agents.view_session", "agents.operate_session"
 
 
 @require_GET
+@never_cache
 @desk_view(VIEW)
 def sessions(request: HttpRequest) -> HttpResponse:
     status = request.GET.get("status", "")
@@ -54,6 +56,7 @@ def sessions(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
+@never_cache
 @desk_view(VIEW)
 def session(request: HttpRequest, session_id: int) -> HttpResponse:
     view = selectors.session_detail(user=request.user, session_id=session_id)

@@ -194,7 +194,7 @@
       inflight = true;
       const selected = $(".row.selected", box);
       const selectedId = selected ? selected.id : null;
-      fetch(location.href, { headers: { "HX-Request": "true" }, credentials: "same-origin" })
+      fetch(location.href, { headers: { "HX-Request": "true" }, credentials: "same-origin", cache: "no-store" })
         .then((r) => (r.ok ? r.text() : null))
         .then((html) => {
           if (!html) return;
@@ -300,12 +300,14 @@
       if (!selected() && cards().length && !box.contains(document.activeElement)) select(cards()[0]);
     };
 
-    liveSocket(box.dataset.ws, {
-      open: (send) => send({ type: "hello", shown: cards().map((c) => parseInt(c.dataset.approval, 10)) }),
-      message: (message) => {
-        if (message.type === "approvals") onApprovals(message);
-      },
-    });
+    if (box.dataset.ws) {
+      liveSocket(box.dataset.ws, {
+        open: (send) => send({ type: "hello", shown: cards().map((c) => parseInt(c.dataset.approval, 10)) }),
+        message: (message) => {
+          if (message.type === "approvals") onApprovals(message);
+        },
+      });
+    }
 
     if (cards().length) select(cards()[0]);
 
@@ -390,6 +392,11 @@
     }
   }
 
+  // A page restored from the back/forward cache shows the past: load it again.
+  window.addEventListener("pageshow", (e) => {
+    if (e.persisted) location.reload();
+  });
+
   // --- Start ----------------------------------------------------------------------------------
 
   document.addEventListener("DOMContentLoaded", () => {
@@ -398,7 +405,7 @@
     const desk = document.getElementById("desk-live");
     if (desk) sessionsPage(desk);
     const inbox = document.getElementById("approvals");
-    if (inbox && inbox.dataset.ws) approvalsPage(inbox);
+    if (inbox) approvalsPage(inbox);
     countdowns();
     setInterval(countdowns, 1000);
   });

@@ -185,3 +185,55 @@ def test_an_xss_payload_in_a_ticket_renders_as_text_and_runs_nothing(sandbox, we
     expect(page.locator(".top .who")).to_have_text("alice")  # still logged in
     assert seen == {"dialogs": [], "errors": [], "csp": []}
     assert re.search(r"ORD-1001", page.locator("#turns").inner_text())
+
+
+def test_sessions_list_shows_new_sessions_and_status_changes_live(web, browser, alice):
+    from tests.dashboard import factories
+
+    page = login(browser, web, "alice")
+    _live(page)
+    call = factories.parked_call()
+    row = page.locator(f"#session-{call.session_id}")
+    expect(row).to_contain_text("Waiting", timeout=10_000)
+    expect(page.locator(".count[data-status=waiting_for_approval]")).to_have_text("1")
+    page.goto(f"/sessions/{call.session_id}/")  # cancel it from its page...
+    page.click("text=Cancel turn")
+    expect(page.locator("#session-status")).to_have_text("Canceled", timeout=10_000)
+    page.go_back()  # ...and the list shows it canceled
+    expect(page.locator(f"#session-{call.session_id}")).to_contain_text("Canceled", timeout=10_000)
+
+
+def test_edit_and_approve_shows_a_diff_and_a_stale_decision_gets_the_409_message(
+    web, browser, bob, carol
+):
+    from tests.dashboard import factories
+
+    approval = factories.pending_approval()
+    stale = login(browser, web, "carol")
+    stale.goto(f"/approvals/{approval.id}/")  # one card, not live: it will go stale
+    inbox = login(browser, web, "bob")
+    seen = _watch(inbox)
+    inbox.goto("/approvals/")
+    _live(inbox)
+
+    inbox.keyboard.press("e")
+    box = inbox.locator(f"#edit-{approval.id}")
+    expect(box).to_be_focused()
+    edited = '{"order_id": "ORD-1002", "amount_cents": 9000, "reason": "Arrived broken"}'
+    box.fill(edited)
+    check = inbox.locator(f"#approval-{approval.id}-check")
+    expect(check).to_contain_text("Fits the tool's schema", timeout=10_000)
+    expect(check.locator(".diff-changed")).to_contain_text("amount_cents")
+    expect(check.locator(".diff-changed .new")).to_have_text("9000")
+    box.press("Control+Enter")
+    expect(inbox.locator(f"#approval-{approval.id}")).to_have_count(0, timeout=10_000)
+
+    approval.refresh_from_db()
+    assert approval.status == "approved" and approval.edited_arguments["amount_cents"] == 9000
+
+    stale.keyboard.press("a")
+    stale.keyboard.press("Enter")
+    card = stale.locator(f"#approval-{approval.id}")
+    expect(card.locator(".error")).to_contain_text("already approved", timeout=10_000)
+    expect(card).to_contain_text("Approved by bob")
+    assert seen == {"dialogs": [], "errors": [], "csp": []}
