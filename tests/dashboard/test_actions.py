@@ -256,3 +256,41 @@ def test_get_never_changes_state(client, carol):
         assert client.get(url, {"decision": "approve"}).status_code == 405
     approval.refresh_from_db()
     assert approval.status == "pending"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_refused_decisions_run_nothing_at_the_payment_provider(sandbox, workers, bob, carol):
+    from tests.agents.helpers import deliver_ticket, wait_turn
+    from tests.processes import wait_for
+
+    workers.start()
+    ticket = sandbox.ticket(
+        email="alice.martin@example.com",
+        subject="Broken grinder",
+        body="The grinder from order ORD-1002 arrived broken. Please refund it, $189.",
+        order_id="ORD-1002",
+    )
+    session = deliver_ticket(ticket)
+    approval = wait_for(
+        lambda: Approval.objects.filter(session=session, status="pending").first(),
+        what="a pending approval",
+    )
+    deciders = {}
+    for user in (bob, carol):
+        deciders[user.username] = Client()
+        deciders[user.username].force_login(user)
+    edited = json.dumps({**approval.arguments, "amount_cents": 9000})
+
+    stale = deciders["bob"].post(
+        f"/approvals/{approval.id}/decide",
+        {"decision": "approve", "expected_hash": "f" * 64},
+        headers=HX,
+    )
+    approved = _decide(deciders["bob"], approval, edited=edited)
+    turn = wait_turn(session)
+    late = _decide(deciders["carol"], approval, "deny", reason="no")
+
+    assert stale.status_code == 409 and late.status_code == 409
+    assert approved.status_code == 200
+    assert turn.status == "succeeded", workers.logs()
+    assert [r["amount"] for r in sandbox.refunds()] == [9000]  # once, as edited
