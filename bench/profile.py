@@ -149,6 +149,8 @@ def main() -> None:
             time_calls(engine, "build_messages", "engine.build_messages", python_stats),
         ),
     ]
+    wal_conn = pg.connect()
+    wal_before = pg.snapshot(wal_conn, [])
     cpu_before = thread_cpu()
     started = time.perf_counter()
     with connection.execute_wrapper(timed):
@@ -156,6 +158,7 @@ def main() -> None:
             runner.run(i)
     wall = time.perf_counter() - started
     cpu_after = thread_cpu()
+    wal_after = pg.snapshot(wal_conn, [])
     connection.commit = original_commit
     for owner, attribute, original in restore:
         setattr(owner, attribute, original)
@@ -187,6 +190,9 @@ def main() -> None:
     for name, value in sorted(cpu_after.items(), key=lambda kv: -kv[1]):
         print(f"     {name:20} {(value - cpu_before.get(name, 0.0)) / steps * 1000:.3f}")
 
+    wal_by_relation(wal_conn, wal_before.lsn, wal_after.lsn, steps)
+    wal_conn.close()
+
     pg.reset()
     pg.redis_flush()
     for i in (900_000, 900_001):
@@ -204,6 +210,39 @@ def main() -> None:
     report(pstats.Stats(profiler), steps)
     sys.stdout.flush()
     os._exit(0)  # see bench/worker.py: the event publisher's thread blocks a normal exit
+
+
+WAL_BY_RELATION_SQL = """
+WITH r AS (
+    SELECT record_type, resource_manager, record_length, fpi_length, xid,
+           (regexp_match(block_ref, 'rel \\d+/(\\d+)/(\\d+)'))[1]::oid AS db,
+           (regexp_match(block_ref, 'rel \\d+/(\\d+)/(\\d+)'))[2]::oid AS node
+    FROM pg_get_wal_records_info(%s, %s)
+)
+SELECT coalesce(pg_filenode_relation(0, node)::text,
+                CASE WHEN resource_manager = 'Transaction' THEN 'commit records'
+                     ELSE 'other (' || resource_manager || ')' END) AS relation,
+       count(*), sum(record_length), sum(fpi_length),
+       string_agg(DISTINCT resource_manager || '/' || record_type, ' ') AS kinds
+FROM r
+WHERE db = (SELECT oid FROM pg_database WHERE datname = current_database())
+   OR (resource_manager = 'Transaction' AND xid IN (
+        SELECT xid FROM r WHERE db = (SELECT oid FROM pg_database
+                                      WHERE datname = current_database())))
+GROUP BY 1 ORDER BY 3 DESC
+"""
+
+
+def wal_by_relation(conn, before: str, after: str, steps: int) -> None:
+    """Where the WAL of the timed pass went, by table / index (block references)."""
+    rows = conn.execute(WAL_BY_RELATION_SQL, [before, after]).fetchall()
+    total = sum(r[2] for r in rows)
+    print(f"\n   WAL of the timed pass by relation: {total / steps:,.0f} B/step of record bytes")
+    print(f"   {'relation':48} {'records/step':>12} {'B/step':>8} {'FPI B/step':>10}")
+    for relation, count, size, fpi in rows:
+        print(
+            f"   {relation[:48]:48} {count / steps:12.2f} {size / steps:8.0f} {fpi / steps:10.0f}"
+        )
 
 
 GROUPS = (
