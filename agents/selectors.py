@@ -102,7 +102,7 @@ def session_get(*, user: AbstractBaseUser, session_id: int) -> Session | None:
 
 
 def session_detail(
-    *, user: AbstractBaseUser, session_id: int, max_turns: int = 50, max_events: int = 200
+    *, user: AbstractBaseUser, session_id: int, max_turns: int | None = 20, max_events: int = 200
 ) -> SessionView | None:
     """Everything the session page shows, in six queries whatever its size.
 
@@ -115,7 +115,7 @@ def session_detail(
     if session is None:
         return None
     runtime = session.runtime
-    turns = list(Turn.objects.filter(session=session).order_by("-number")[:max_turns])
+    turns = list(Turn.objects.filter(session=session).order_by("-number")[:max_turns])  # None: all
     turns.reverse()
     earlier_turns = turns[0].number - 1 if turns else 0
     views = turn_views(session_id=session.id, turns=turns)

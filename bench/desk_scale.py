@@ -17,7 +17,8 @@ query count must not grow with the rows a page shows:
 - the sessions list (first page of 100, what needs a human first) with 100
   and with --sessions sessions; filtered by status; searched;
 - a session page with 50 and with 500 events (50 turns of 10 events: the
-  input, four model replies, three tool calls, one of them approved);
+  input, four model replies, three tool calls, one of them approved): the
+  page shows the latest 20 turns, and all 50 with ?turns=all;
 - that session's history (admin) and its JSON export;
 - with --big: the sessions list with 100,000 sessions and 2,000,000 events.
 
@@ -402,6 +403,7 @@ def run(args) -> None:
     row(f"  page 50 of the list, {n:,}", "/?page=50")
     row("session page, 50 events", f"/sessions/{small.id}/")
     row(f"session page, {big_events} events", f"/sessions/{big.id}/")
+    row(f"  all 50 turns shown, {big_events} events", f"/sessions/{big.id}/?turns=all")
     row(f"history, {big_events} events", f"/sessions/{big.id}/history")
     row(f"history JSON export, {big_events} events", f"/sessions/{big.id}/history.json")
     if args.big:

@@ -35,14 +35,17 @@ def visible(text: Any, *, keep_newlines: bool = True) -> SafeString:
     are in free text (shown with white-space: pre-wrap).
     """
     text = "" if text is None else str(text)
-    if text.isprintable():
+    plain = text.replace("\n", "").replace("\t", "") if keep_newlines else text
+    if plain.isprintable():  # the common case, without a loop in Python
         return escape(text)
-    out = []
-    for ch in text:
+    out, start = [], 0
+    for i, ch in enumerate(text):
         if ch.isprintable() or (keep_newlines and ch in "\n\t"):
-            out.append(escape(ch))
-        else:
-            out.append(f'<span class="ctl" title="invisible character">{_codepoint(ch)}</span>')
+            continue
+        out.append(escape(text[start:i]))
+        out.append(f'<span class="ctl" title="invisible character">{_codepoint(ch)}</span>')
+        start = i + 1
+    out.append(escape(text[start:]))
     return mark_safe("".join(out))  # noqa: S308 (every piece above is escaped)
 
 

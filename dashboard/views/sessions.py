@@ -59,7 +59,11 @@ def sessions(request: HttpRequest) -> HttpResponse:
 @never_cache
 @desk_view(VIEW)
 def session(request: HttpRequest, session_id: int) -> HttpResponse:
-    view = selectors.session_detail(user=request.user, session_id=session_id)
+    # The latest turns by default (a long session's page stays quick); all on request.
+    every = request.GET.get("turns") == "all"
+    view = selectors.session_detail(
+        user=request.user, session_id=session_id, max_turns=None if every else 20
+    )
     if view is None:
         raise Http404("no such session")
     stream = _live_text(view)

@@ -151,3 +151,16 @@ def test_history_filters_by_kind_and_exports_everything_as_json(client, carol):
     assert document["approvals"][0]["arguments"] == call.input
     assert document["tool_calls"][0]["idempotency_key"] == call.idempotency_key
     assert document["turns"][0]["input_tokens"] == 900
+
+
+def test_a_long_session_shows_its_latest_turns_and_all_on_request(client, alice):
+    owner = factories.session()
+    turns = [factories.turn(owner) for _ in range(22)]
+    client.force_login(alice)
+
+    latest = client.get(f"/sessions/{owner.id}/")
+    every = client.get(f"/sessions/{owner.id}/", {"turns": "all"})
+
+    assert [tv.turn.number for tv in latest.context["view"].turns] == list(range(3, 23))
+    assert "2 earlier turns not shown" in latest.content.decode()
+    assert len(every.context["view"].turns) == len(turns)
