@@ -85,7 +85,13 @@
     } else if (swap.into) {
       const box = document.getElementById(swap.into);
       if (!box) return;
-      box.append(content);
+      // Turns keep their order even when an older one (not shown yet) changes.
+      const number = content.firstElementChild && content.firstElementChild.dataset.number;
+      const later = number
+        ? Array.from(box.children).find((c) => c.dataset.number && +c.dataset.number > +number)
+        : null;
+      if (later) box.insertBefore(content, later);
+      else box.append(content);
     } else {
       return;
     }
