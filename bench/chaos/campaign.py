@@ -120,7 +120,7 @@ class Campaign:
         from bench.chaos.workload import Planner
 
         tickets = Planner(self.seed, LIMIT_CENTS).plan(self.count)
-        self.driver = Driver(tickets, self.sandbox_url, users, max_open=16)
+        self.driver = Driver(tickets, self.sandbox_url, users, max_open=8)
         self.phase_s["setup"] = time.monotonic() - t0
         say(
             f"chaos: stack up in {self.phase_s['setup']:.1f}s (4 workers: 3 solo, 1 prefork x2; beat)"
@@ -250,27 +250,31 @@ class Campaign:
 def _log_to(path: Path) -> None:
     handler = logging.FileHandler(path)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
-    chaos = logging.getLogger("chaos")
-    chaos.addHandler(handler)
-    chaos.setLevel(logging.INFO)
-    chaos.propagate = False  # the report goes to stdout; details to the file
+    # The report goes to stdout; everything logged (ours, and the runtime's
+    # own complaints while Redis is down) to the file.
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
 
 
 def _settled() -> bool:
-    from agents.models import Session, ToolCall, Turn
+    """Nothing runnable is left: every open turn waits on a human (a pending
+    approval, an in_doubt call), directly or queued behind one that does."""
+    from agents.models import Session, Turn
     from approvals.models import Approval
+    from bench.chaos.checks import blocked_sessions
 
     if Session.objects.filter(status=Session.Status.RUNNING).exists():
         return False
-    if Turn.objects.filter(status__in=["accepted", "running", "resuming"]).exists():
-        return False
     if Approval.objects.filter(status=Approval.Status.PENDING).exists():
         return False
-    waiting = Turn.objects.filter(status=Turn.Status.WAITING)
-    blocked = ToolCall.objects.filter(
-        turn__in=waiting, status__in=["waiting_for_approval", "in_doubt"]
+    blocked = blocked_sessions()
+    open_turns = Turn.objects.filter(
+        status__in=["accepted", "running", "resuming", "waiting_for_approval"]
     )
-    return waiting.count() == blocked.values("turn_id").distinct().count()
+    return not open_turns.exclude(session_id__in=blocked).exists()
 
 
 def _users() -> dict[str, Any]:

@@ -236,16 +236,31 @@ def _helpdesk_effects(found: Findings, world: World) -> None:
 # --- 4. every turn terminal or waiting on a human --------------------------------------------
 
 
+def blocked_sessions() -> set[int]:
+    """Sessions whose current turn waits on a human (a pending approval or an
+    in_doubt call): their queued turns wait behind it, which is correct."""
+    return set(
+        ToolCall.objects.filter(
+            status__in=[C.WAITING, C.IN_DOUBT], turn__status=Turn.Status.WAITING
+        ).values_list("session_id", flat=True)
+    )
+
+
 def _settled(found: Findings, world: World) -> None:
-    waiting_calls = defaultdict(list)
-    for call in world.calls:
-        if call.status in (C.WAITING, C.IN_DOUBT):
-            waiting_calls[call.turn_id].append(call)
+    blocked = {
+        c.session_id
+        for c in world.calls
+        if c.status in (C.WAITING, C.IN_DOUBT)
+        and next(t for t in world.turns if t.id == c.turn_id).status == Turn.Status.WAITING
+    }
     for turn in world.turns:
         if turn.is_terminal:
             continue
         key = world.sessions[turn.session_id].key
-        if turn.status == Turn.Status.WAITING and waiting_calls[turn.id]:
+        if turn.session_id in blocked and turn.status in (
+            Turn.Status.WAITING,
+            Turn.Status.ACCEPTED,
+        ):
             continue
         runtime = world.runtimes[turn.session_id]
         found.fail(

@@ -24,6 +24,7 @@ class Recovery:
     samples: list[float] = field(default_factory=list)
     unrecovered: list[str] = field(default_factory=list)
     via_recovery_event: int = 0
+    details: list[tuple[float, str]] = field(default_factory=list)
 
     def percentile(self, p: float) -> float:
         if not self.samples:
@@ -43,8 +44,12 @@ def recovery_times(probes: list[Any], world: World) -> Recovery:
             if not after:
                 out.unrecovered.append(f"{probe.target} session {session_id}")
                 continue
-            out.samples.append(after[0].created_at.timestamp() - probe.at)
+            seconds = after[0].created_at.timestamp() - probe.at
+            out.samples.append(seconds)
             out.via_recovery_event += after[0].kind == "recovery"
+            out.details.append(
+                (seconds, f"{probe.kind} {probe.target}: session {session_id} -> {after[0].kind}")
+            )
     return out
 
 
@@ -100,6 +105,8 @@ def render(
         f"a recovery event): p50 {p50:.2f}s, p99 {p99:.2f}s, "
         f"max {max(recovery.samples, default=0):.2f}s",
     ]
+    slowest = sorted(recovery.details, reverse=True)[:5]
+    lines += [f"    {seconds:6.2f}s  {what}" for seconds, what in slowest]
     if recovery.unrecovered:
         lines.append(f"    no event after the kill: {recovery.unrecovered}")
     if notes:

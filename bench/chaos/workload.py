@@ -106,8 +106,11 @@ class Planner:
             ticket.follow_up = rng.choice(FOLLOW_UPS)
             ticket.follow_up_after_s = rng.uniform(0.0, 2.5)
         if rng.random() < 0.08:
-            ticket.cancel_after_s = rng.uniform(0.0, 3.0)
-        if rng.random() < 0.1:
+            # Slow streams (>= 3 s a reply) so the cancel lands mid-turn, often
+            # mid-stream; a refund above the limit may be canceled mid-approval.
+            ticket.cancel_after_s = rng.uniform(1.0, 8.0)
+            ticket.body += " [[sandbox:slow]]"
+        elif rng.random() < 0.05:
             ticket.body += " [[sandbox:slow]]"
         ticket.replay_webhook = rng.random() < 0.05
         return ticket
