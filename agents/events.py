@@ -115,11 +115,31 @@ class _Publisher:
         loop = asyncio.new_event_loop()
         layer = get_channel_layer()
         while True:
-            kind, session_id, items = self.queue.get()
+            batch = self._drain()
             try:
-                loop.run_until_complete(_send(layer, kind, session_id, items))
+                loop.run_until_complete(_send_batch(layer, batch))
             except Exception:  # Redis down: viewers catch up from Postgres later
-                log.warning("could not publish events of session %s", session_id, exc_info=True)
+                log.warning("could not publish %d event batch(es)", len(batch), exc_info=True)
+
+    def _drain(self) -> dict[tuple[str, int], list[dict[str, Any]]]:
+        """Wait for one item, then take whatever else is queued, merged per
+        session and kind: under load, one channel-layer send carries many
+        events instead of one send per commit."""
+        batch: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        kind, session_id, items = self.queue.get()
+        batch[(kind, session_id)] = list(items)
+        for _ in range(500):
+            try:
+                kind, session_id, items = self.queue.get_nowait()
+            except queue.Empty:
+                break
+            batch.setdefault((kind, session_id), []).extend(items)
+        return batch
+
+
+async def _send_batch(layer: Any, batch: dict[tuple[str, int], list[dict[str, Any]]]) -> None:
+    for (kind, session_id), items in batch.items():
+        await _send(layer, kind, session_id, items)
 
 
 _instance: _Publisher | None = None

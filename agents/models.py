@@ -7,6 +7,13 @@ the database's backstop against anything else.
 The hot path (one agent step = two commits) writes these tables with a few
 hand-written statements in agents/runtime/store.py; everything else uses the
 ORM. Column names here are therefore part of that module's contract.
+
+NO_FK_CHECK: the append-only rows the engine writes on every step (Message,
+Event, ToolCall) reference their session and turn without a database
+foreign-key constraint. Each checked insert would run a referential-integrity
+query that also takes (and WAL-logs) a KEY SHARE lock on the session row; the
+engine only writes these rows while holding that session's lock, so the
+reference cannot dangle. Deleting a session still cascades through the ORM.
 """
 
 from __future__ import annotations
@@ -201,7 +208,9 @@ class Message(models.Model):
 
     pk = models.CompositePrimaryKey("session", "position")
     # The primary key's index already starts with session_id.
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="+", db_index=False)
+    session = models.ForeignKey(  # no database constraint: see NO_FK_CHECK
+        Session, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
+    )
     position = models.IntegerField()
     turn_id = models.BigIntegerField()
     role = models.CharField(max_length=10)
@@ -223,10 +232,16 @@ class ToolCall(models.Model):
     # A call in one of these has its tool_result in the transcript.
 
     # No index of its own: calls are found through their turn.
-    session = models.ForeignKey(
-        Session, on_delete=models.CASCADE, related_name="tool_calls", db_index=False
+    session = models.ForeignKey(  # no database constraint: see NO_FK_CHECK
+        Session,
+        on_delete=models.CASCADE,
+        related_name="tool_calls",
+        db_index=False,
+        db_constraint=False,
     )
-    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="tool_calls")
+    turn = models.ForeignKey(
+        Turn, on_delete=models.CASCADE, related_name="tool_calls", db_constraint=False
+    )
     tool_use_id = models.CharField(max_length=100)
     # `<session key>:<tool_use_id>`: derived from durable data (the recorded
     # model reply), so it is the same on every replay.
@@ -269,7 +284,9 @@ class Event(models.Model):
     """
 
     pk = models.CompositePrimaryKey("session", "seq")
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="+", db_index=False)
+    session = models.ForeignKey(  # no database constraint: see NO_FK_CHECK
+        Session, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
+    )
     seq = models.BigIntegerField()
     turn_id = models.BigIntegerField(null=True)
     kind = models.CharField(max_length=40)

@@ -71,6 +71,10 @@ DATABASES = {
     # its session-level advisory locks (see agents/runtime/ownership.py).
     "default": dj_database_url.parse(DATABASE_URL, conn_max_age=600, conn_health_checks=True)
 }
+# Parameters bound by the server, and statements seen 5 times on a connection
+# prepared (Django's default turns psycopg's preparing off): the engine's
+# record statements are then planned once per connection, not on every step.
+DATABASES["default"].setdefault("OPTIONS", {}).update(server_side_binding=True, prepare_threshold=5)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")

@@ -209,9 +209,9 @@ def _model_step(claimed: Claimed, profile: Profile) -> Stop | None:
 def _record_reply(claimed: Claimed, profile: Profile, reply: ModelReply, ms: int) -> None:
     calls, approvals = _triage_calls(claimed, profile, reply)
     finish = not reply.tool_uses
-    summary = [
-        {"tool_use_id": c["tool_use_id"], "name": c["name"], "status": c["status"]} for c in calls
-    ]
+    # Names only: ids, inputs and statuses are on the tool call rows; every
+    # byte here is written on every step.
+    summary = [{"name": c["name"]} for c in calls]
     usage = {"input": reply.input_tokens, "output": reply.output_tokens}
     data = {"stop_reason": reply.stop_reason, "usage": usage, "ms": ms, "tool_calls": summary}
     event_list: list[dict[str, Any]] = [{"kind": "model.replied", "data": data}]

@@ -13,6 +13,7 @@ The kind decides what recovery may do with a call whose outcome is unknown
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -81,9 +82,16 @@ class Tool:
         """The reason `arguments` don't fit the schema, or None when they do."""
         if not isinstance(arguments, dict):
             return "tool input must be a JSON object"
-        try:
-            jsonschema.validate(arguments, self.input_schema)
-        except jsonschema.ValidationError as exc:
-            where = "/".join(str(p) for p in exc.absolute_path) or "input"
-            return f"{where}: {exc.message}"
-        return None
+        error = jsonschema.exceptions.best_match(self._validator.iter_errors(arguments))
+        if error is None:
+            return None
+        where = "/".join(str(p) for p in error.absolute_path) or "input"
+        return f"{where}: {error.message}"
+
+    @functools.cached_property
+    def _validator(self) -> jsonschema.protocols.Validator:
+        # Compiled once per tool: jsonschema.validate() checks the schema
+        # against its metaschema on every call (about 1.5 ms, most of a step).
+        cls = jsonschema.validators.validator_for(self.input_schema)
+        cls.check_schema(self.input_schema)
+        return cls(self.input_schema, format_checker=cls.FORMAT_CHECKER)
