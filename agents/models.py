@@ -94,7 +94,8 @@ class Session(models.Model):
 
     class Meta:
         constraints = [_status_constraint("session_status_valid", SessionStatus)]
-        indexes = [models.Index(fields=["status"], name="session_status_idx")]
+        # The desk lists sessions per status, most recently active first.
+        indexes = [models.Index(fields=["status", "-updated_at"], name="session_status_idx")]
         permissions = [
             ("operate_session", "Can post to, cancel and resume agent sessions"),
             ("view_history", "Can read and export a session's full history"),
