@@ -5,7 +5,7 @@
 Defaults: a random seed (printed, so the run can be replayed) and 100
 sessions. CHAOS_DATABASE names the database (default agentdesk_chaos; it is
 dropped and created again at the start, so two campaigns at once need two
-names). The last line of the output is the machine-readable summary; the
+names; CHAOS_KEEP_LOGS=1 keeps the logs of a clean run too). The last line of the output is the machine-readable summary; the
 exit status is 0 only when no invariant was violated.
 """
 
@@ -75,7 +75,7 @@ def main() -> int:
         violations = campaign.check_and_report()
     finally:
         campaign.teardown()
-    if violations == 0:
+    if violations == 0 and not os.environ.get("CHAOS_KEEP_LOGS"):
         shutil.rmtree(run_dir, ignore_errors=True)
     else:
         say(f"chaos: logs kept in {run_dir}")
@@ -223,7 +223,7 @@ class Campaign:
             found.fail(5, line)
         for problem in self.driver.problems:
             found.fail(4, f"driver: {problem}")
-        recovery = report.recovery_times(self.nemesis.probes, world)
+        recovery = report.recovery_times(self.nemesis.probes, world, self.run_dir)
         text = report.render(
             seed=self.seed,
             sessions=self.count,

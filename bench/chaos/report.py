@@ -10,8 +10,11 @@ that takes over, or whatever the session did next). One sample per
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from bench.chaos.checks import Findings, World
@@ -25,6 +28,9 @@ class Recovery:
     unrecovered: list[str] = field(default_factory=list)
     via_recovery_event: int = 0
     details: list[tuple[float, str]] = field(default_factory=list)
+    # Seconds from the kill to the sweeper's re-enqueue of the session (from
+    # the workers' logs), for the samples the sweeper recovered.
+    noticed: list[float] = field(default_factory=list)
 
     def percentile(self, p: float) -> float:
         if not self.samples:
@@ -34,8 +40,29 @@ class Recovery:
         return ordered[rank - 1]
 
 
-def recovery_times(probes: list[Any], world: World) -> Recovery:
+SWEEP_LINE = re.compile(
+    r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}): .*sweeper re-enqueued \d+ session\(s\): \[([\d, ]*)"
+)
+
+
+def sweeper_enqueues(log_dir: Path) -> dict[int, list[float]]:
+    """When the sweeper re-enqueued each session (epoch seconds), from the
+    workers' logs (it names up to 20 sessions a line)."""
+    out: dict[int, list[float]] = {}
+    for path in log_dir.glob("*.log"):
+        for line in path.read_text(errors="replace").splitlines():
+            match = SWEEP_LINE.match(line)
+            if not match:
+                continue
+            at = datetime.strptime(match[1], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            for ident in filter(None, (x.strip() for x in match[2].split(","))):
+                out.setdefault(int(ident), []).append(at)
+    return out
+
+
+def recovery_times(probes: list[Any], world: World, log_dir: Path | None = None) -> Recovery:
     out = Recovery(deaths=len(probes))
+    swept = sweeper_enqueues(log_dir) if log_dir else {}
     for probe in probes:
         if probe.sessions:
             out.deaths_owning += 1
@@ -46,6 +73,9 @@ def recovery_times(probes: list[Any], world: World) -> Recovery:
                 continue
             seconds = after[0].created_at.timestamp() - probe.at
             out.samples.append(seconds)
+            sweeps = [t - probe.at for t in swept.get(session_id, []) if probe.at < t]
+            if sweeps and min(sweeps) <= seconds + 0.05:
+                out.noticed.append(min(sweeps))
             out.via_recovery_event += after[0].kind == "recovery"
             out.details.append(
                 (seconds, f"{probe.kind} {probe.target}: session {session_id} -> {after[0].kind}")
@@ -105,6 +135,13 @@ def render(
         f"a recovery event): p50 {p50:.2f}s, p99 {p99:.2f}s, "
         f"max {max(recovery.samples, default=0):.2f}s",
     ]
+    if recovery.noticed:
+        noticed = Recovery(samples=recovery.noticed)
+        lines.append(
+            f"    of which {len(recovery.noticed)} re-enqueued by the sweeper: kill -> sweeper "
+            f"p50 {noticed.percentile(50):.2f}s, p99 {noticed.percentile(99):.2f}s (the rest of "
+            "the recovery time is the wait in the queue for a worker)"
+        )
     slowest = sorted(recovery.details, reverse=True)[:5]
     lines += [f"    {seconds:6.2f}s  {what}" for seconds, what in slowest]
     if recovery.unrecovered:

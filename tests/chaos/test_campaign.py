@@ -1,0 +1,64 @@
+"""The short fault campaign: about 50 tickets under the seeded nemesis, then
+every invariant of issue 4 (see bench/chaos/).
+
+It runs as its own process (`python -m bench.chaos`, what `make chaos` runs)
+with its own database and a private Redis, so it shares nothing with the
+test database or the Redis the other tests use.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.processes import ROOT
+
+pytestmark = pytest.mark.slow
+
+SEED = 4
+SESSIONS = 50
+LAST_LINE = re.compile(
+    r"^chaos: seed=(?P<seed>\d+) sessions=(?P<sessions>\d+) faults=(?P<faults>\d+) "
+    r"refunds=(?P<refunds>\d+) duplicate_effects=(?P<duplicate>\d+) lost_effects=(?P<lost>\d+) "
+    r"violations=(?P<violations>\d+) recovery_p50_s=(?P<p50>[\d.]+) recovery_p99_s=(?P<p99>[\d.]+)$"
+)
+
+
+@pytest.mark.timeout(900)
+def test_nothing_is_lost_and_nothing_happens_twice_under_faults():
+    env = {
+        **os.environ,
+        "SEED": str(SEED),
+        "SESSIONS": str(SESSIONS),
+        "CHAOS_DATABASE": "agentdesk_chaos_ci",
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+    }
+    env.pop("REDIS_URL", None)  # the campaign starts its own
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.chaos"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=840,
+    )
+    output = done.stdout + done.stderr
+    last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+    if last.startswith("chaos: logs kept"):
+        last = done.stdout.strip().splitlines()[-2]
+    match = LAST_LINE.match(last)
+    assert match, f"no summary line; output:\n{output[-6000:]}"
+    report = done.stdout[done.stdout.find("== chaos report") :]
+    assert int(match["seed"]) == SEED and int(match["sessions"]) == SESSIONS
+    assert int(match["violations"]) == 0, report
+    assert int(match["duplicate"]) == 0, report
+    assert int(match["lost"]) == 0, report
+    assert done.returncode == 0, output[-6000:]
+    # The campaign did what it says: faults were injected, refunds happened.
+    assert int(match["faults"]) >= 10, report
+    assert int(match["refunds"]) >= 5, report
+    assert "worker_sigkill" in report and "redis_restart" in report, report
