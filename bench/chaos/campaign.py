@@ -15,6 +15,7 @@ import logging
 import os
 import random
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -26,6 +27,17 @@ from bench.chaos import stack
 LIMIT_CENTS = 2000  # approval limit for the campaign: see _env
 APPROVAL_TTL_S = 15
 SETTLE_TIMEOUT_S = 240.0
+IDLE_NOTE_S = 20.0  # a runnable session idle this long is reported
+IDLE_FAIL_S = 60.0  # ...and this long is a violation (invariant 4)
+IDLE_RUNNABLE_SQL = """
+    SELECT s.id, extract(epoch FROM now() - r.updated_at) FROM agents_session s
+    JOIN agents_sessionruntime r ON r.session_id = s.id
+    WHERE s.status = 'running' AND (r.wake_at IS NULL OR r.wake_at <= now())
+      AND r.updated_at < now() - make_interval(secs => %s)
+      AND s.id NOT IN (
+        SELECT objid::bigint FROM pg_locks WHERE locktype = 'advisory' AND granted
+          AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))
+"""
 
 
 def _env(redis_url: str, sandbox_url: str) -> dict[str, str]:
@@ -68,6 +80,8 @@ def main() -> int:
     run_dir = Path(tempfile.mkdtemp(prefix="agentdesk-chaos-"))
     say(f"chaos: seed={seed} sessions={sessions} database={dbname} logs={run_dir}")
     campaign = Campaign(seed, sessions, dbname, run_dir)
+    # A SIGTERM (a test's timeout, Ctrl-C's cousin) still tears the stack down.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         campaign.setup()
         campaign.run()
@@ -95,6 +109,7 @@ class Campaign:
         self.driver = None
         self.started = time.monotonic()
         self.long_transactions: list[str] = []
+        self.idle_runnable: dict[int, float] = {}  # session -> longest idle seen (s)
         self.phase_s: dict[str, float] = {}
 
     # --- setup ---------------------------------------------------------------------
@@ -145,6 +160,7 @@ class Campaign:
             shown = self._show_faults(shown)
             if now >= next_sample:
                 self._sample_transactions()
+                self._sample_idle_runnable()
                 next_sample = now + 1.0
             if now >= next_progress:
                 self._progress()
@@ -184,6 +200,18 @@ class Campaign:
                     f"backend {pid} ({app}) idle in a {age:.1f}s transaction: {query}"
                 )
 
+    def _sample_idle_runnable(self) -> None:
+        """Runnable sessions nobody works on (no advisory lock held on THIS
+        database, not waiting for a retry) for longer than IDLE_NOTE_S: each
+        is a stall the sweeper should have ended (invariant 4)."""
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            cursor.execute(IDLE_RUNNABLE_SQL, [IDLE_NOTE_S])
+            for session_id, idle_s in cursor.fetchall():
+                seen = self.idle_runnable.get(session_id, 0.0)
+                self.idle_runnable[session_id] = max(seen, float(idle_s))
+
     # --- heal --------------------------------------------------------------------------
 
     def heal(self) -> None:
@@ -221,6 +249,9 @@ class Campaign:
         found = check_all(world)
         for line in self.long_transactions:
             found.fail(5, line)
+        for session_id, idle_s in sorted(self.idle_runnable.items()):
+            if idle_s > IDLE_FAIL_S:
+                found.fail(4, f"session {session_id}: runnable and idle for {idle_s:.0f}s")
         for problem in self.driver.problems:
             found.fail(4, f"driver: {problem}")
         recovery = report.recovery_times(self.nemesis.probes, world, self.run_dir)
@@ -233,6 +264,7 @@ class Campaign:
             driver_counts=self.driver.counts,
             phases=self.phase_s,
             notes=self.nemesis.errors + self.workers.restart_failures,
+            idle_runnable=self.idle_runnable,
         )
         say(text)
         return len(found.violations)

@@ -352,7 +352,9 @@ def _unknown_outcomes(found: Findings, world: World) -> None:
             if not any(e.kind == "tool.in_doubt" for e in mine):
                 found.fail(7, f"{key}: in_doubt without a tool.in_doubt event (invisible)")
             if call.name != "issue_refund":
-                found.in_doubt.append(f"{key}: in_doubt ({call.output[:120]!r})")
+                found.in_doubt.append(
+                    f"{key}: in_doubt ({call.output[:100]!r}){_effect(call, world)}"
+                )
     for session in world.sessions.values():
         ticket = world.tickets.get(session.key)
         if ticket is None:
@@ -367,6 +369,17 @@ def _unknown_outcomes(found: Findings, world: World) -> None:
         elif have < ok:
             found.lost_effects += ok - have
             found.fail(7, f"{session.key}: {ok} escalations succeeded, {have} exist")
+
+
+def _effect(call: ToolCall, world: World) -> str:
+    """Whether an in_doubt escalation happened, as far as the helpdesk shows."""
+    ticket = world.tickets.get(world.sessions[call.session_id].key)
+    if call.name != "escalate_to_human" or ticket is None:
+        return ""
+    calls = world.calls_by_session[call.session_id]
+    ok = sum(1 for c in calls if c.name == call.name and c.status == C.SUCCEEDED)
+    have = len(ticket.get("escalations", []))
+    return "; it DID happen" if have > ok else "; it never reached the helpdesk"
 
 
 # --- figures for the report ------------------------------------------------------------------

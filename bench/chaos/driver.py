@@ -177,7 +177,7 @@ class Driver:
                 when = approval.expires_at - timezone.now() + timedelta(seconds=_jitter(approval))
                 delay = max(0.0, when.total_seconds())
                 self.scheduled[approval.id] = now + delay
-                self._later(delay, self._clicker(approval.id, "approve"))
+                self._later(delay, self._clicker(approval.id, "race"))
             elif decision == "expire":
                 self.scheduled[approval.id] = float("inf")
             else:
@@ -189,7 +189,7 @@ class Driver:
         return lambda: self._decide(approval_id, decision, ticket)
 
     def _decide(self, approval_id: int, decision: str, ticket: Ticket | None) -> None:
-        kwargs: dict[str, Any] = {"decision": "approve"}
+        kwargs: dict[str, Any] = {"decision": "approve"}  # also a "race" click
         if decision == "deny":
             kwargs = {"decision": "deny", "reason": DENY_REASON}
         elif decision == "edit" and ticket is not None:

@@ -98,6 +98,7 @@ def render(
     driver_counts: Counter,
     phases: dict[str, float],
     notes: list[str],
+    idle_runnable: dict[int, float],
 ) -> str:
     s = found.stats
     total_faults = sum(faults.values())
@@ -144,6 +145,11 @@ def render(
         )
     slowest = sorted(recovery.details, reverse=True)[:5]
     lines += [f"    {seconds:6.2f}s  {what}" for seconds, what in slowest]
+    worst = sorted(((v, k) for k, v in idle_runnable.items()), reverse=True)[:5]
+    lines.append(
+        f"runnable sessions seen idle > 20s during the run (no live owner, no retry due): "
+        f"{len(idle_runnable)}" + "".join(f"\n    session {k}: {v:.1f}s" for v, k in worst)
+    )
     if recovery.unrecovered:
         lines.append(f"    no event after the kill: {recovery.unrecovered}")
     if notes:
