@@ -13,6 +13,8 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -61,6 +63,26 @@ def create_database(dbname: str) -> None:
         exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", [dbname]).fetchone()
         if not exists:
             admin.execute(f'CREATE DATABASE "{dbname}"')
+
+
+@contextmanager
+def exclusive(what: str) -> Iterator[None]:
+    """One bench run at a time on this server: `python -m bench`, bench.profile
+    and bench.whatif all TRUNCATE the bench database, so a second one started
+    meanwhile would wipe the first one's runs. Waits for the other to finish.
+
+    A two-key advisory lock in the `postgres` database: the runtime's
+    session locks use the one-key form, so the two can never collide.
+    """
+    conn = connect(sibling_url("postgres"))
+    key = (7_007, 1)
+    try:
+        if not conn.execute("SELECT pg_try_advisory_lock(%s, %s)", key).fetchone()[0]:
+            print(f"{what}: another bench run holds the bench database; waiting", file=sys.stderr)
+            conn.execute("SELECT pg_advisory_lock(%s, %s)", key)
+        yield
+    finally:
+        conn.close()  # releases the lock
 
 
 def worker_env(**extra: str) -> dict[str, str]:

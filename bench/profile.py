@@ -343,4 +343,5 @@ def report(stats: pstats.Stats, steps: int) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with pg.exclusive("bench.profile"):
+        main()

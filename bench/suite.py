@@ -142,6 +142,11 @@ def summary(table: list[Row], live_output: str) -> dict[str, float | None]:
 
 
 def main() -> int:
+    with pg.exclusive("bench"):
+        return _main()
+
+
+def _main() -> int:
     quick = os.environ.get("QUICK", "") not in ("", "0")
     if quick:  # keep QUICK under five minutes on a shared machine
         os.environ.setdefault("BENCH_QUIET_WAIT_S", "10")

@@ -128,4 +128,5 @@ if __name__ == "__main__":
     if len(sys.argv) > 1:
         child(sys.argv[1])
     else:
-        main()
+        with pg.exclusive("bench.whatif"):
+            main()
