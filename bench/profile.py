@@ -131,7 +131,7 @@ def main() -> None:
         (
             Tool,
             "validate",
-            time_calls(Tool, "validate", "Tool.validate (jsonschema.validate)", python_stats),
+            time_calls(Tool, "validate", "Tool.validate (jsonschema)", python_stats),
         ),
         (
             store,
@@ -238,10 +238,11 @@ def wal_by_relation(conn, before: str, after: str, steps: int) -> None:
     rows = conn.execute(WAL_BY_RELATION_SQL, [before, after]).fetchall()
     total = sum(r[2] for r in rows)
     print(f"\n   WAL of the timed pass by relation: {total / steps:,.0f} B/step of record bytes")
-    print(f"   {'relation':48} {'records/step':>12} {'B/step':>8} {'FPI B/step':>10}")
-    for relation, count, size, fpi in rows:
+    print(f"   {'relation':40} {'records/step':>12} {'B/step':>7} {'FPI':>5}  record types")
+    for relation, count, size, fpi, kinds in rows:
         print(
-            f"   {relation[:48]:48} {count / steps:12.2f} {size / steps:8.0f} {fpi / steps:10.0f}"
+            f"   {relation[:40]:40} {count / steps:12.2f} {size / steps:7.0f} {fpi / steps:5.0f}"
+            f"  {kinds[:70]}"
         )
 
 
