@@ -55,7 +55,11 @@ def _unlock(session_id: int) -> None:
         connection.close()
 
 
+# Session ids whose advisory lock is held, in THIS database only: another
+# Agentdesk database on the same server (a test or bench one) may hold a lock
+# on the same number.
 OWNED_SESSIONS_SQL = """
     SELECT objid::bigint FROM pg_locks
     WHERE locktype = 'advisory' AND classid = 0 AND objsubid = 1 AND granted
+      AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
 """

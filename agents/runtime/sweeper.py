@@ -23,7 +23,10 @@ from agents.runtime.live import _redis
 from agents.runtime.ownership import OWNED_SESSIONS_SQL
 
 log = logging.getLogger(__name__)
-MARKER_TTL_S = 30
+# Short on purpose: if the trigger the marker stands for is never consumed
+# (prefetched by a worker that then died), the session is swept again after
+# this long rather than after the broker's visibility timeout.
+MARKER_TTL_S = 10
 
 ORPHANS_SQL = f"""
     SELECT s.id FROM agents_session s

@@ -89,6 +89,9 @@ def _stripe_client() -> stripe.StripeClient:
         settings.STRIPE_API_KEY,
         base_addresses={"api": settings.STRIPE_API_BASE},
         max_network_retries=0,  # the runtime owns retries, always with the same key
+        # The tool's timeout, not the SDK's 80 s default: a stalled provider
+        # must not hold a worker for minutes.
+        http_client=stripe.RequestsClient(timeout=ISSUE_REFUND.timeout_s),
     )
 
 
