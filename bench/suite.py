@@ -47,48 +47,86 @@ def busy_processes() -> str:
     return "; ".join(busy[:6]) or "nothing above 5% CPU"
 
 
+def code_version() -> str:
+    """The checkout is shared: say which runtime code was measured."""
+    head = subprocess.run(
+        ["git", "log", "-1", "--format=%h %s"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--", "agents", "approvals", "config"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    ).stdout.split("\n")
+    dirty = [line[3:] for line in dirty if line.strip()]
+    state = f"; uncommitted changes in {', '.join(dirty)}" if dirty else ""
+    return f"code: {head[:90]}{state}"
+
+
 def others_testing() -> list[str]:
     out = subprocess.run(["ps", "-eo", "args", "--no-headers"], capture_output=True, text=True)
     return [a[:100] for a in out.stdout.splitlines() if "pytest" in a and "bench" not in a]
 
 
-def measure_all(quick: bool) -> list[Row]:
-    trials = env_int("BENCH_TRIALS", 1 if quick else 3)
-    table: list[Row] = []
-
-    def run(label: str, fn, *args) -> None:
-        log(f"{label} ...")
-        started = time.monotonic()
-        before = others_testing()
-        row = fn(*args)
-        during = others_testing() or before
-        notes = [row.note] if row.note else []
-        if row.busy_before >= 0.15:
-            notes.append(f"host {row.busy_before:.0%} busy before a trial")
-        if during:
-            notes.append("others' tests ran")
-        row.note = "; ".join(notes)
-        table.append(row)
-        log(f"{label}: {row.steps_s:,.0f} steps/s ({time.monotonic() - started:.0f} s)")
-
+def plan(quick: bool) -> list[tuple[str, object, tuple]]:
+    """(label, row function, its arguments but the trial count), in table order."""
+    items: list[tuple[str, object, tuple]] = []
     for s in (50,) if quick else (10, 50):
         r = env_int(f"BENCH_R{s}", RUNS[s])
         for p in (1, 2):
-            run(f"engine S={s} P={p} R={r}", rows.engine_row, s, p, r, trials)
+            items.append((f"engine S={s} P={p} R={r}", rows.engine_row, (s, p, r)))
     r = env_int("BENCH_R50", RUNS[50])
     floor_runs = env_int("BENCH_FLOOR_RUNS", FLOOR_RUNS)
     for p in (1, 2):
-        run(f"floor P={p} R={floor_runs}", rows.floor_row, 50, p, floor_runs, trials)
+        items.append((f"floor P={p} R={floor_runs}", rows.floor_row, (50, p, floor_runs)))
     for w in (1, 2):
-        run(f"celery S=50 W={w} R={r}", rows.celery_row, 50, w, r, trials)
+        items.append((f"celery S=50 W={w} R={r}", rows.celery_row, (50, w, r)))
     if not quick:
         for variant, runs in REAL_RUNS.items():
-            nodelay = variant == "nodelay"
-            run(f"real client ({variant}) R={runs}", rows.real_client_row, runs, trials, nodelay)
+            label = f"real client ({variant}) R={runs}"
+            items.append((label, rows.real_client_row, (runs, 1, variant == "nodelay")))
     seconds = 5 if quick else 10
     for c in (1, 2):
-        run(f"pgbench -c {c}", rows.pgbench_row, c, seconds, trials)
-    return table
+        items.append((f"pgbench -c {c}", rows.pgbench_row, (c, seconds)))
+    return items
+
+
+def measure_all(quick: bool) -> list[Row]:
+    """Round-robin: trial 1 of every row, then trial 2 of every row, ... so that
+    each row, the floor included, samples the same stretches of a shared
+    machine, and a busy minute does not land on one row's three trials."""
+    trials = env_int("BENCH_TRIALS", 1 if quick else 3)
+    items = plan(quick)
+    table: dict[str, Row] = {}
+    disturbed: set[str] = set()
+    for round_ in range(1, trials + 1):
+        for label, fn, args in items:
+            log(f"{label}, trial {round_}/{trials} ...")
+            started = time.monotonic()
+            if others_testing():
+                disturbed.add(label)
+            if fn is rows.real_client_row:
+                row = fn(args[0], 1, args[2])
+            else:
+                row = fn(*args, 1)
+            if others_testing():
+                disturbed.add(label)
+            if label in table:
+                table[label].trials += row.trials
+                table[label].failures += row.failures
+                table[label].note = row.note  # the real client rows' note: the last trial's
+            else:
+                table[label] = row
+            took = time.monotonic() - started
+            log(f"{label}, trial {round_}: {row.trials[-1].steps_s:,.0f} steps/s ({took:.0f} s)")
+    for label, row in table.items():
+        notes = [row.note] if row.note else []
+        if row.busy_before >= 0.15:
+            notes.append(f"host {row.busy_before:.0%} busy before a trial")
+        if label in disturbed:
+            notes.append("others' tests ran")
+        row.note = "; ".join(notes)
+    return list(table.values())
 
 
 def run_script(name: str, quick: bool) -> str:
@@ -159,7 +197,10 @@ def _main() -> int:
     with pg.connect() as conn:
         version = conn.execute("SHOW server_version").fetchone()[0]
         commit_mode = conn.execute("SHOW synchronous_commit").fetchone()[0]
-    print(f"\nAgentdesk bench ({'QUICK: one trial, S=50 only' if quick else 'median of 3 trials'})")
+    trials = env_int("BENCH_TRIALS", 1 if quick else 3)
+    what = "QUICK, S=50 only" if quick else "S=10 and S=50"
+    print(f"\nAgentdesk bench ({what}; median of {trials} trial(s), rows measured round-robin)")
+    print(code_version())
     print(
         f"{report.machine_note()}; PostgreSQL {version}, synchronous_commit={commit_mode};"
         f" busy after: {busy_processes()}"
