@@ -209,7 +209,6 @@ def main() -> None:
     )
     report(pstats.Stats(profiler), steps)
     sys.stdout.flush()
-    os._exit(0)  # see bench/worker.py: the event publisher's thread blocks a normal exit
 
 
 WAL_BY_RELATION_SQL = """

@@ -126,9 +126,7 @@ def start_celery_workers(count: int, env: dict[str, str], log_dir: Path) -> list
 
 
 def stop_processes(procs: list[subprocess.Popen], grace_s: float = 3.0) -> None:
-    """SIGTERM, then SIGKILL: a Celery worker that has published events never
-    finishes its warm shutdown (agents/events.py leaves a non-daemon executor
-    thread blocked on its queue, and interpreter exit joins it)."""
+    """SIGTERM (a Celery worker's warm shutdown), then SIGKILL after the grace."""
     for proc in procs:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)

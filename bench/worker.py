@@ -197,9 +197,6 @@ def main() -> None:
     body = runner.result()
     body.update(started=started, ended=ended, cpu_s=cpu_s() - cpu_before, pid=os.getpid())
     say("result", body)
-    # Not a normal exit: the runtime's event publisher leaves an executor
-    # thread blocked on its queue, which interpreter shutdown waits for.
-    os._exit(0)
 
 
 if __name__ == "__main__":
