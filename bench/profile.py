@@ -151,6 +151,12 @@ def main() -> None:
     ]
     wal_conn = pg.connect()
     wal_before = pg.snapshot(wal_conn, [])
+    with connection.cursor() as cursor:  # the engine's PostgreSQL backend, on this host
+        cursor.execute("SELECT pg_backend_pid()")
+        backend = cursor.fetchone()[0]
+    from bench.measure import proc_cpu_s
+
+    backend_before = proc_cpu_s(backend)
     cpu_before = thread_cpu()
     started = time.perf_counter()
     with connection.execute_wrapper(timed):
@@ -158,6 +164,7 @@ def main() -> None:
             runner.run(i)
     wall = time.perf_counter() - started
     cpu_after = thread_cpu()
+    backend_cpu = proc_cpu_s(backend) - backend_before
     wal_after = pg.snapshot(wal_conn, [])
     connection.commit = original_commit
     for owner, attribute, original in restore:
@@ -186,6 +193,7 @@ def main() -> None:
         print(
             f"   {kind[:48]:48} {count / steps:9.3f} {total / steps * 1000:8.3f} {total / count * 1000:8.3f}"
         )
+    print(f"   CPU of the engine's PostgreSQL backend: {backend_cpu / steps * 1000:.3f} ms/step")
     print("   CPU by thread (ms/step):")
     for name, value in sorted(cpu_after.items(), key=lambda kv: -kv[1]):
         print(f"     {name:20} {(value - cpu_before.get(name, 0.0)) / steps * 1000:.3f}")
