@@ -174,10 +174,9 @@ def celery_row(max_steps: int, workers: int, runs: int, trials: int) -> Row:
 REAL_SUFFIX = " Please refund order ORD-{i:06d}."
 
 
-def start_sandbox(data_dir: Path, nodelay: bool = False) -> tuple[subprocess.Popen, str]:
+def start_sandbox(data_dir: Path) -> tuple[subprocess.Popen, str]:
     log_path = data_dir / "sandbox.log"
-    module = "bench.sandbox_nodelay" if nodelay else "sandbox"
-    args = [sys.executable, "-m", module, "--host", "127.0.0.1", "--port", "0"]
+    args = [sys.executable, "-m", "sandbox", "--host", "127.0.0.1", "--port", "0"]
     args += ["--data", str(data_dir / "sandbox.sqlite3")]
     proc = subprocess.Popen(
         args,
@@ -197,7 +196,7 @@ def start_sandbox(data_dir: Path, nodelay: bool = False) -> tuple[subprocess.Pop
         time.sleep(0.05)
 
 
-def real_client_row(runs: int, trials: int, nodelay: bool = False) -> Row:
+def real_client_row(runs: int, trials: int) -> Row:
     """The anthropic SDK against the sandbox's Messages API at zero latency.
 
     The sandbox plays its own triage policy (lookup_customer, lookup_order,
@@ -206,9 +205,9 @@ def real_client_row(runs: int, trials: int, nodelay: bool = False) -> Row:
     fakes. Steps here are model calls, so the figure says what HTTP + SSE +
     the SDK cost per step next to the engine rows, not a like-for-like run.
     """
-    row = Row("real nodelay" if nodelay else "real client", None, 1)
+    row = Row("real client", None, 1)
     data_dir = Path(tempfile.mkdtemp(prefix="agentdesk-bench-sandbox-"))
-    sandbox, url = start_sandbox(data_dir, nodelay)
+    sandbox, url = start_sandbox(data_dir)
     env = pg.worker_env(
         AGENTDESK_MODEL_CLIENT="bench.plugin.TimedAnthropicModel", ANTHROPIC_BASE_URL=url
     )
@@ -236,8 +235,6 @@ def real_client_row(runs: int, trials: int, nodelay: bool = False) -> Row:
         f"sandbox's policy, 4 model calls/run; in the model client {model_ms:.1f} ms/call;"
         f" sandbox CPU {sandbox_ms:.2f} ms/call"
     )
-    if nodelay:
-        row.note += "; sandbox socket with TCP_NODELAY (bench/sandbox_nodelay.py)"
     return row
 
 

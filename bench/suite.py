@@ -17,7 +17,7 @@ from bench.measure import Row
 ROOT = pg.ROOT
 RUNS = {10: 400, 50: 80}  # workload.md §4: what the peers' figures used
 FLOOR_RUNS = 400  # at S = 50: 20,000 steps
-REAL_RUNS = {"as shipped": 60, "nodelay": 250}
+REAL_RUNS = 250  # 4 model calls each
 SCRIPTS = ("live_latency.py", "desk_scale.py")
 
 
@@ -82,9 +82,8 @@ def plan(quick: bool) -> list[tuple[str, object, tuple]]:
     for w in (1, 2):
         items.append((f"celery S=50 W={w} R={r}", rows.celery_row, (50, w, r)))
     if not quick:
-        for variant, runs in REAL_RUNS.items():
-            label = f"real client ({variant}) R={runs}"
-            items.append((label, rows.real_client_row, (runs, 1, variant == "nodelay")))
+        runs = env_int("BENCH_REAL_RUNS", REAL_RUNS)
+        items.append((f"real client R={runs}", rows.real_client_row, (runs,)))
     seconds = 5 if quick else 10
     for c in (1, 2):
         items.append((f"pgbench -c {c}", rows.pgbench_row, (c, seconds)))
@@ -105,10 +104,7 @@ def measure_all(quick: bool) -> list[Row]:
             started = time.monotonic()
             if others_testing():
                 disturbed.add(label)
-            if fn is rows.real_client_row:
-                row = fn(args[0], 1, args[2])
-            else:
-                row = fn(*args, 1)
+            row = fn(*args, 1)
             if others_testing():
                 disturbed.add(label)
             if label in table:
