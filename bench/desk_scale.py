@@ -87,7 +87,7 @@ SELECT 'ticket:' || g, 'support_triage',
     'customer' || (g %% 7919) || '@example.com',
     jsonb_build_object('id', g, 'subject', 'Ticket ' || g, 'order_id', 'ORD-' || g),
     now() - make_interval(secs => g), now() - make_interval(secs => g), 40, 400000
-FROM generate_series(%(first)s, %(last)s) AS g
+FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS g
 """
 
 RUNTIMES_SQL = """
@@ -103,7 +103,7 @@ EVENTS_SQL = """
 INSERT INTO agents_event (session_id, seq, turn_id, kind, data, actor, created_at)
 SELECT s.id, g, NULL, CASE WHEN g %% 10 = 1 THEN 'turn.accepted' ELSE 'tool.finished' END,
     '{"name": "lookup_order", "status": "succeeded", "ms": 12}'::jsonb, 'w1', now()
-FROM agents_session s, generate_series(1, %(events)s) AS g
+FROM agents_session s, generate_series(1, %(events)s::int) AS g
 WHERE s.key LIKE 'ticket:%%'
 """
 
