@@ -163,7 +163,7 @@ def _record(
 
 def _edited_note(claimed: Claimed, call: CallState) -> str:
     """Tell the model when an approver changed the arguments it asked for."""
-    if call.status not in (S.RUNNING,) or not claimed.transcript:
+    if call.status != S.RUNNING or not claimed.transcript:
         return ""
     for row in reversed(claimed.transcript):
         if row["role"] != "assistant":

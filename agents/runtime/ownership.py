@@ -22,8 +22,6 @@ from contextlib import contextmanager
 
 from django.db import connection
 
-WORKER_ID = f"{socket.gethostname()}:{os.getpid()}"
-
 
 def worker_id() -> str:
     # Recomputed after fork: prefork children must not share the parent's id.
