@@ -103,17 +103,26 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # message to a second worker while the first is still legitimately on it.
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 900)
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 960)
+# Two lanes in one queue (Redis priorities: 0 is served first). Routine work
+# (new turns, time slices, bulk jobs) goes in at 6; the periodic sweeps and
+# the re-enqueue of a session whose worker died go in at 0, so recovery never
+# waits behind a backlog of routine work (see agents/runtime/dispatch.py).
+CELERY_TASK_DEFAULT_PRIORITY = 6
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600),
+    "priority_steps": [0, 3, 6, 9],
+    "queue_order_strategy": "priority",
 }
 CELERY_BEAT_SCHEDULE = {
     "sweep-sessions": {
         "task": "agents.sweep_sessions",
         "schedule": env_float("AGENTDESK_SWEEP_INTERVAL_S", 2.0),
+        "options": {"priority": 0},
     },
     "expire-approvals": {
         "task": "approvals.expire_approvals",
         "schedule": env_float("AGENTDESK_EXPIRE_INTERVAL_S", 5.0),
+        "options": {"priority": 0},
     },
 }
 

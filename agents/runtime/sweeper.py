@@ -28,14 +28,18 @@ log = logging.getLogger(__name__)
 # this long rather than after the broker's visibility timeout.
 MARKER_TTL_S = 10
 
+# A session with work, no live lock holder and an `owner` still set was
+# owned by a worker that died (every clean stop clears `owner`): urgent.
+# One with no owner is waiting for its trigger, which is usually still in
+# the queue; re-sending it is a backstop for a lost message, not urgent.
 ORPHANS_SQL = f"""
-    SELECT s.id FROM agents_session s
+    SELECT s.id, r.owner <> '' AS dead_owner FROM agents_session s
     JOIN agents_sessionruntime r ON r.session_id = s.id
     WHERE s.status = 'running'
       AND r.updated_at < now() - make_interval(secs => %s)
       AND (r.wake_at IS NULL OR r.wake_at <= now())
       AND s.id NOT IN ({OWNED_SESSIONS_SQL})
-    ORDER BY r.updated_at
+    ORDER BY r.owner <> '' DESC, r.updated_at
     LIMIT 500
 """  # noqa: S608 (two constants, no input)
 
@@ -44,21 +48,22 @@ def marker_key(session_id: int) -> str:
     return f"agentdesk:swept:{session_id}"
 
 
-def orphaned_sessions() -> list[int]:
+def orphaned_sessions() -> list[tuple[int, bool]]:
+    """(session id, whether its owner died) for runnable sessions nobody holds."""
     with connection.cursor() as cursor:
         cursor.execute(ORPHANS_SQL, [settings.AGENTDESK_SWEEP_GRACE_S])
-        return [row[0] for row in cursor.fetchall()]
+        return [(row[0], row[1]) for row in cursor.fetchall()]
 
 
 def sweep() -> list[int]:
     enqueued = []
-    for session_id in orphaned_sessions():
+    for session_id, dead_owner in orphaned_sessions():
         try:
             fresh = _redis().set(marker_key(session_id), 1, nx=True, ex=MARKER_TTL_S)
         except redis.RedisError:
             fresh = True  # no marker store: a duplicate trigger is harmless
         if fresh:
-            dispatch.enqueue(session_id)
+            dispatch.enqueue(session_id, urgent=dead_owner)
             enqueued.append(session_id)
     if enqueued:
         log.info("sweeper re-enqueued %d session(s): %s", len(enqueued), enqueued[:20])

@@ -7,6 +7,7 @@
 | visibility timeout above the longest step, retry backoff below it | test_visibility_timeout_is_above_the_longest_step_and_the_retry_backoff |
 | approvals expire by a periodic task | tests/approvals/test_expiry.py (real worker and beat); the schedule entry: test_beat_schedules_the_sweeper_and_the_expiry |
 | the sweeper's interval and the recovery bound | test_a_dead_workers_session_is_recovered_within_the_sweep_bound |
+| recovery and sweeps ahead of routine work (Redis priorities) | test_recovery_jumps_a_backlog_of_routine_work |
 
 No beat runs in the two acks_late tests: nothing but the redelivery of the
 killed task's own message can finish the work there.
@@ -248,3 +249,44 @@ def test_a_dead_workers_session_is_recovered_within_the_sweep_bound(sandbox, wor
     assert wait_turn(session, timeout=40).status == "succeeded", workers.logs()
     _exactly_one_refund(sandbox, session)
     assert_invariants(session)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
+def test_recovery_jumps_a_backlog_of_routine_work(sandbox, workers, broker):
+    """The only worker dies mid-step while 300 routine triggers wait in the
+    queue. The replacement worker must run the sweep and the dead owner's
+    recovery first (priority 0), not after the backlog (priority 6): in one
+    FIFO queue the recovery bound would grow with the queue's length."""
+    from agents.services import session_get_or_create
+    from agents.tasks import advance_session
+
+    first = workers.start("w1")
+    workers.beat()
+    _hold_order_lookups(sandbox, 5000)
+    session = deliver_ticket(sandbox.ticket(**SMALL_REFUND))
+    wait_for(lambda: _call_in_flight(session), timeout=30, what="a call in flight")
+    last_seq = Event.objects.filter(session=session).order_by("-seq").first().seq
+    first.kill(signal.SIGKILL)
+
+    idle = session_get_or_create(key="ticket:routine-backlog")
+    backlog = 300
+    for _ in range(backlog):  # each finds nothing to do: a few ms of work apiece
+        advance_session.apply_async((idle.pk,))
+
+    def routine_left() -> int:
+        return sum(broker.llen(key) for key in broker.keys("celery*") if key != b"celery")
+
+    assert routine_left() == backlog
+    workers.start("w2")
+    recovered = wait_for(
+        lambda: Event.objects.filter(session=session, seq__gt=last_seq).order_by("seq").first(),
+        timeout=30,
+        what="the session's next event after the kill",
+    )
+    left = routine_left()
+    assert recovered.kind == "recovery"
+    assert left >= backlog - 30, f"recovery came after {backlog - left} routine tasks"
+    assert wait_turn(session, timeout=40).status == "succeeded", workers.logs()
+    _exactly_one_refund(sandbox, session)
+    wait_for(lambda: routine_left() == 0, timeout=60, what="the backlog drained")
