@@ -1,7 +1,7 @@
 """The legal moves of turns and tool calls: one table each, one checker each.
 
 Every status write goes through `check_turn_move` / `check_tool_move` (ORM
-paths) or through a statement in runtime/store.py whose WHERE clause names
+paths) or through a statement in runtime/store/hot.py whose WHERE clause names
 the same from-states. A refused move raises IllegalTransition, which views
 turn into HTTP 409 with the current state.
 """

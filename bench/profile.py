@@ -123,7 +123,8 @@ def main() -> None:
         entry[1] += time.perf_counter() - started
 
     connection.commit = commit
-    from agents.runtime import dispatch, engine, store
+    from agents.runtime import dispatch, engine
+    from agents.runtime.store import hot as store_hot
     from agents.tools.base import Tool
 
     python_stats: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
@@ -134,9 +135,9 @@ def main() -> None:
             time_calls(Tool, "validate", "Tool.validate (jsonschema)", python_stats),
         ),
         (
-            store,
+            store_hot,
             "_publish",
-            time_calls(store, "_publish", "store._publish (hand to publisher)", python_stats),
+            time_calls(store_hot, "_publish", "store.hot._publish", python_stats),
         ),
         (
             dispatch,

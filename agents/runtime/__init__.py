@@ -2,7 +2,7 @@
 
 - ownership.py  who may advance a session (an advisory lock on the worker's
                 own connection) and the fencing token that guards its writes
-- store.py      every statement the engine commits, hand-written and short
+- store/        every statement the engine commits (claims, hot, transitions)
 - engine.py     the loop: decide the next step from durable state, do its
                 I/O outside any transaction, record it
 - tooling.py    running one tool call and sorting its outcome

@@ -234,7 +234,7 @@ def _record_reply(claimed: Claimed, profile: Profile, reply: ModelReply, ms: int
         out_tokens=reply.output_tokens,
         finish=finish,
     )
-    claimed.calls = [_call_state(c, ids[c["tool_use_id"]]) for c in calls]
+    claimed.calls = [CallState.from_recorded(c, ids[c["tool_use_id"]]) for c in calls]
     claimed.in_flight_at_claim = set()
     claimed.turn_done = finish
 
@@ -285,21 +285,6 @@ def _triage_calls(
     if calls and calls[0]["status"] == S.PENDING:
         calls[0]["status"], calls[0]["attempts"] = S.RUNNING, 1
     return calls, approvals
-
-
-def _call_state(call: dict[str, Any], call_id: int) -> CallState:
-    return CallState(
-        id=call_id,
-        tool_use_id=call["tool_use_id"],
-        idempotency_key=call["idempotency_key"],
-        name=call["name"],
-        kind=call["kind"],
-        status=call["status"],
-        input=call["input"],
-        output=call["output"],
-        is_error=bool(call["output"]),
-        attempts=call["attempts"],
-    )
 
 
 def build_messages(transcript: list[dict[str, Any]]) -> list[dict[str, Any]]:

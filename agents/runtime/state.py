@@ -35,6 +35,39 @@ class CallState:
     def has_result(self) -> bool:
         return self.result_position is not None
 
+    @classmethod
+    def from_row(cls, call: ToolCall) -> CallState:
+        """From a ToolCall row (a claim loading the turn)."""
+        return cls(
+            id=call.id,
+            tool_use_id=call.tool_use_id,
+            idempotency_key=call.idempotency_key,
+            name=call.name,
+            kind=call.kind,
+            status=call.status,
+            input=call.input,
+            output=call.output,
+            is_error=call.is_error,
+            attempts=call.attempts,
+            result_position=call.result_position,
+        )
+
+    @classmethod
+    def from_recorded(cls, call: dict[str, Any], call_id: int) -> CallState:
+        """From a call as store.record_reply wrote it, with the id it got."""
+        return cls(
+            id=call_id,
+            tool_use_id=call["tool_use_id"],
+            idempotency_key=call["idempotency_key"],
+            name=call["name"],
+            kind=call["kind"],
+            status=call["status"],
+            input=call["input"],
+            output=call["output"],
+            is_error=bool(call["output"]),
+            attempts=call["attempts"],
+        )
+
 
 @dataclass
 class Claimed:

@@ -1,0 +1,49 @@
+"""Every commit the step engine makes.
+
+- `claims`: becoming a session's owner (fencing token, recovery, loading the
+  turn into memory), releasing, and whether a session is runnable;
+- `hot`: the two statements of an agent step (`record_reply`,
+  `record_tool_result`), one round trip and one commit each, guarded by the
+  fence, no read-before-write;
+- `transitions`: everything rarer (mark running / reissued / in doubt, park
+  for a human, cancel, fail, back off), ORM inside `transaction.atomic()`;
+- `lock`: the session lock they all take, and LostClaim.
+"""
+
+from agents.runtime.store.claims import claim, is_runnable, release
+from agents.runtime.store.hot import record_reply, record_tool_result
+from agents.runtime.store.lock import LostClaim, lock_session
+from agents.runtime.store.transitions import (
+    cancel_open_calls,
+    cancel_turn,
+    fail_turn,
+    finish_turn,
+    mark_in_doubt,
+    mark_reissued,
+    mark_running,
+    move_turn,
+    note_step_failure,
+    park,
+    set_session_status,
+)
+
+__all__ = [
+    "LostClaim",
+    "cancel_open_calls",
+    "cancel_turn",
+    "claim",
+    "fail_turn",
+    "finish_turn",
+    "is_runnable",
+    "lock_session",
+    "mark_in_doubt",
+    "mark_reissued",
+    "mark_running",
+    "move_turn",
+    "note_step_failure",
+    "park",
+    "record_reply",
+    "record_tool_result",
+    "release",
+    "set_session_status",
+]

@@ -1,0 +1,178 @@
+"""Claims: becoming a session's owner, and letting go.
+
+A claim bumps the fencing token (every later record of the previous owner
+matches nothing), notices a dead previous owner (a recovery), starts or
+resumes the turn to run, and loads what the steps need into memory, so the
+hot path never reads before it writes.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from agents import events
+from agents.events import EventSpec
+from agents.models import Message, Session, SessionRuntime, ToolCall, Turn
+from agents.runtime.state import CallState, Claimed
+from agents.runtime.store.lock import lock_session
+from agents.runtime.store.transitions import (
+    cancel_open_calls,
+    finish_turn,
+    move_turn,
+    set_session_status,
+)
+
+C = ToolCall.Status
+T = Turn.Status
+
+
+def claim(session_id: int, owner: str) -> Claimed | None:
+    """Become the session's owner and load what the next step needs.
+
+    Starts the next queued turn when none is running, resumes a turn whose
+    approvals were decided, notices a dead previous owner (a recovery) and
+    fails a step that keeps killing its workers. Returns None, released, when
+    there is nothing to run.
+    """
+    with transaction.atomic():
+        runtime = lock_session(session_id)
+        if runtime.wake_at is not None and runtime.wake_at > timezone.now() and not runtime.owner:
+            return None  # backing off after a failed step; a delayed trigger will come
+        specs: list[EventSpec] = []
+        recovered = bool(runtime.owner)
+        if recovered:
+            runtime.step_attempts += 1
+            stalled = (timezone.now() - runtime.updated_at).total_seconds()
+            specs.append(
+                EventSpec(
+                    "recovery",
+                    {"previous_owner": runtime.owner, "stalled_s": round(stalled, 3)},
+                    runtime.current_turn_id,
+                    owner,
+                )
+            )
+        runtime.fence += 1
+        runtime.owner = owner
+        runtime.wake_at = None
+        turn = _runnable_turn(runtime, specs, owner)
+        if turn is not None and runtime.step_attempts > settings.AGENTDESK_MAX_STEP_ATTEMPTS:
+            reason = f"step failed {runtime.step_attempts} times in a row (poison step)"
+            cancel_open_calls(runtime, turn, specs, owner)
+            finish_turn(runtime, turn, T.FAILED, specs, owner, error=reason)
+            turn = None
+        if turn is None:
+            runtime.owner = ""
+        runtime.save()
+        if specs:
+            events.append(runtime, specs)
+        if turn is None:
+            return None
+        return _load(runtime, turn, recovered)
+
+
+def _runnable_turn(runtime: SessionRuntime, specs: list[EventSpec], owner: str) -> Turn | None:
+    turn = Turn.objects.filter(pk=runtime.current_turn_id).first()
+    if turn is None or turn.is_terminal:
+        turn = (
+            Turn.objects.filter(session_id=runtime.session_id, status=T.ACCEPTED)
+            .order_by("number")
+            .first()
+        )
+        if turn is not None:
+            _start_turn(runtime, turn, specs, owner)
+        elif runtime.session.status == Session.Status.RUNNING:
+            set_session_status(runtime.session, Session.Status.IDLE)
+        return turn
+    if turn.status == T.RUNNING:
+        return turn
+    if turn.status == T.RESUMING or (turn.status == T.WAITING and not _waits_on_human(turn)):
+        move_turn(turn, T.RUNNING)
+        set_session_status(runtime.session, Session.Status.RUNNING)
+        specs.append(EventSpec("turn.resumed", {"number": turn.number}, turn.id, owner))
+        return turn
+    return None  # waiting on a human
+
+
+def _waits_on_human(turn: Turn) -> bool:
+    return ToolCall.objects.filter(turn=turn, status__in=[C.WAITING, C.IN_DOUBT]).exists()
+
+
+def _start_turn(runtime: SessionRuntime, turn: Turn, specs: list[EventSpec], owner: str) -> None:
+    now = timezone.now()
+    move_turn(turn, T.RUNNING, started_at=now)
+    position = runtime.transcript_len
+    Message.objects.create(
+        session_id=runtime.session_id,
+        position=position,
+        turn_id=turn.id,
+        role="user",
+        content=[{"type": "text", "text": turn.input}],
+        created_at=now,
+    )
+    runtime.transcript_len += 1
+    runtime.current_turn_id = turn.id
+    runtime.cancel_requested = False
+    runtime.step_attempts = 0
+    runtime.turn_steps = runtime.turn_input_tokens = runtime.turn_output_tokens = 0
+    set_session_status(runtime.session, Session.Status.RUNNING)
+    specs.append(
+        EventSpec(
+            "turn.started",
+            {"number": turn.number, "trigger": turn.trigger, "position": position},
+            turn.id,
+            owner,
+        )
+    )
+
+
+def _load(runtime: SessionRuntime, turn: Turn, recovered: bool) -> Claimed:
+    rows = Message.objects.filter(session_id=runtime.session_id).order_by("position")
+    transcript = [{"role": r.role, "content": r.content} for r in rows]
+    last_assistant = max(
+        (i for i, row in enumerate(transcript) if row["role"] == "assistant"), default=None
+    )
+    calls: list[CallState] = []
+    if last_assistant is not None:
+        calls = [
+            CallState.from_row(c)
+            for c in ToolCall.objects.filter(
+                session_id=runtime.session_id, message_position=last_assistant
+            ).order_by("id")
+        ]
+    session = runtime.session
+    return Claimed(
+        session_id=runtime.session_id,
+        key=session.key,
+        profile=session.profile,
+        context=session.context,
+        fence=runtime.fence,
+        owner=runtime.owner,
+        turn_id=turn.id,
+        turn_number=turn.number,
+        started_by_id=turn.started_by_id,
+        max_turn_steps=session.max_turn_steps,
+        turn_steps=runtime.turn_steps,
+        transcript=transcript,
+        calls=calls,
+        recovered=recovered,
+        in_flight_at_claim={c.id for c in calls if c.status == C.RUNNING},
+        cancel_requested=runtime.cancel_requested,
+    )
+
+
+def release(claimed: Claimed) -> None:
+    SessionRuntime.objects.filter(pk=claimed.session_id, fence=claimed.fence).update(
+        owner="", updated_at=timezone.now()
+    )
+
+
+def is_runnable(session_id: int) -> bool:
+    """Has work, no owner, and is not backing off."""
+    return (
+        Session.objects.filter(pk=session_id, status=Session.Status.RUNNING, runtime__owner="")
+        .filter(Q(runtime__wake_at__isnull=True) | Q(runtime__wake_at__lte=timezone.now()))
+        .exists()
+    )

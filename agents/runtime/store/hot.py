@@ -1,0 +1,238 @@
+"""The two statements of the hot path: one agent step = two commits.
+
+- `record_reply`: the model's reply becomes durable (transcript row, its tool
+  calls, their approvals, events) BEFORE any tool it asks for runs, so
+  tool_use ids, and the idempotency keys derived from them, never change on
+  replay. The same statement marks the first tool call `running`: the
+  durable record that it may have left the process.
+- `record_tool_result`: the result row, the call's final status, events,
+  and the next call marked `running` (record step k, claim step k+1).
+
+Each is ONE SQL statement of data-modifying CTEs, sent on an autocommit
+connection: one round trip, one commit. Each starts by updating the session's
+runtime row `WHERE fence = <our token>`; when another claim has happened
+since ours, that matches nothing, every later CTE selects from it and so
+writes nothing, and the caller gets LostClaim. No read-before-write.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+from agents import events
+from agents.models import ToolCall
+from agents.runtime.state import CallState, Claimed
+from agents.runtime.store.lock import LostClaim
+
+C = ToolCall.Status
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+RECORD_REPLY_SQL = """
+WITH s AS (
+    UPDATE agents_sessionruntime SET
+        last_seq = last_seq + %(n_events)s,
+        transcript_len = transcript_len + 1,
+        step_attempts = 0,
+        turn_steps = turn_steps + 1,
+        turn_input_tokens = turn_input_tokens + %(in_tokens)s,
+        turn_output_tokens = turn_output_tokens + %(out_tokens)s,
+        input_tokens = input_tokens + %(in_tokens)s,
+        output_tokens = output_tokens + %(out_tokens)s,
+        current_turn_id = CASE WHEN %(finish)s THEN NULL ELSE current_turn_id END,
+        owner = CASE WHEN %(finish)s THEN '' ELSE owner END,
+        updated_at = now()
+    WHERE session_id = %(sid)s AND fence = %(fence)s
+    RETURNING last_seq - %(n_events)s AS base, transcript_len - 1 AS pos, cancel_requested,
+              turn_steps, turn_input_tokens, turn_output_tokens
+), m AS (
+    INSERT INTO agents_message (session_id, position, turn_id, role, content, created_at)
+    SELECT %(sid)s, s.pos, %(turn)s, 'assistant', %(content)s::jsonb, now() FROM s
+), tc AS (
+    INSERT INTO agents_toolcall (session_id, turn_id, tool_use_id, idempotency_key, name, kind,
+        status, input, output, is_error, external_id, attempts, message_position, created_at,
+        started_at)
+    SELECT %(sid)s, %(turn)s, x.tool_use_id, x.idempotency_key, x.name, x.kind, x.status,
+        x.input, x.output, x.output <> '', '', x.attempts, s.pos, now(),
+        CASE WHEN x.status = 'running' THEN now() END
+    FROM s, jsonb_to_recordset(%(calls)s::jsonb) AS x(tool_use_id text, idempotency_key text,
+        name text, kind text, status text, input jsonb, output text, attempts int)
+    RETURNING id, tool_use_id
+), ap AS (
+    INSERT INTO approvals_approval (tool_call_id, session_id, turn_id, status, policy,
+        policy_detail, tool_name, arguments, arguments_hash, reasoning, requested_by_id, reason,
+        created_at, expires_at)
+    SELECT tc.id, %(sid)s, %(turn)s, 'pending', a.policy, a.detail, a.tool_name, a.arguments,
+        a.arguments_hash, a.reasoning, %(started_by)s, '', now(),
+        now() + make_interval(secs => %(approval_ttl)s)
+    FROM tc JOIN jsonb_to_recordset(%(approvals)s::jsonb) AS a(tool_use_id text, policy text,
+        detail text, tool_name text, arguments jsonb, arguments_hash text, reasoning text)
+        ON a.tool_use_id = tc.tool_use_id
+), e AS (
+    INSERT INTO agents_event (session_id, seq, turn_id, kind, data, actor, created_at)
+    SELECT %(sid)s, s.base + ev.ord, %(turn)s, ev.d->>'kind',
+        (ev.d->'data') || jsonb_build_object('position', s.pos), %(actor)s, now()
+    FROM s, jsonb_array_elements(%(events)s::jsonb) WITH ORDINALITY AS ev(d, ord)
+), t AS (
+    UPDATE agents_turn SET status = 'succeeded', finished_at = now(), steps = s.turn_steps,
+        input_tokens = s.turn_input_tokens, output_tokens = s.turn_output_tokens
+    FROM s WHERE agents_turn.id = %(turn)s AND %(finish)s AND agents_turn.status = 'running'
+), ss AS (
+    -- 'running' when a queued turn waits, so the sweeper still sees work.
+    UPDATE agents_session SET updated_at = now(), status = CASE WHEN EXISTS (
+            SELECT 1 FROM agents_turn q WHERE q.session_id = %(sid)s AND q.status = 'accepted')
+        THEN 'running' ELSE 'idle' END
+    FROM s WHERE agents_session.id = %(sid)s AND %(finish)s
+)
+SELECT s.base, s.pos, s.cancel_requested,
+    (SELECT coalesce(jsonb_object_agg(tool_use_id, id), '{}'::jsonb) FROM tc)
+FROM s
+"""
+
+
+def record_reply(
+    claimed: Claimed,
+    *,
+    content: list[dict[str, Any]],
+    calls: list[dict[str, Any]],
+    approvals: list[dict[str, Any]],
+    event_list: list[dict[str, Any]],
+    in_tokens: int,
+    out_tokens: int,
+    finish: bool,
+) -> tuple[int, dict[str, int]]:
+    """Commit a model reply; returns its transcript position and call ids."""
+    params = {
+        "sid": claimed.session_id,
+        "fence": claimed.fence,
+        "turn": claimed.turn_id,
+        "content": _dumps(content),
+        "calls": _dumps(calls),
+        "approvals": _dumps(approvals),
+        "events": _dumps(event_list),
+        "n_events": len(event_list),
+        "in_tokens": in_tokens,
+        "out_tokens": out_tokens,
+        "finish": finish,
+        "actor": claimed.owner,
+        "started_by": claimed.started_by_id,
+        "approval_ttl": settings.AGENTDESK_APPROVAL_TTL_S,
+    }
+    base, position, cancel_requested, ids = _execute_one(RECORD_REPLY_SQL, params, claimed)
+    ids = json.loads(ids) if isinstance(ids, str) else ids  # Django leaves jsonb as text
+    claimed.cancel_requested = cancel_requested
+    claimed.turn_steps += 1
+    claimed.transcript.append({"role": "assistant", "content": content})
+    _publish(claimed, base, event_list, position, {"content": content})
+    return position, ids
+
+
+RECORD_RESULT_SQL = """
+WITH s AS (
+    UPDATE agents_sessionruntime SET
+        last_seq = last_seq + 1,
+        transcript_len = transcript_len + 1,
+        step_attempts = 0,
+        updated_at = now()
+    WHERE session_id = %(sid)s AND fence = %(fence)s
+    RETURNING last_seq AS seq, transcript_len - 1 AS pos, cancel_requested
+), tc AS (
+    UPDATE agents_toolcall SET status = %(status)s, is_error = %(is_error)s,
+        external_id = %(external_id)s, result_position = s.pos, finished_at = now()
+    FROM s WHERE agents_toolcall.id = %(call)s
+), nxt AS (
+    UPDATE agents_toolcall SET status = 'running', attempts = attempts + 1, started_at = now()
+    FROM s WHERE agents_toolcall.id = %(next)s AND agents_toolcall.status IN ('pending', 'approved')
+), m AS (
+    INSERT INTO agents_message (session_id, position, turn_id, role, content, created_at)
+    SELECT %(sid)s, s.pos, %(turn)s, 'user', %(content)s::jsonb, now() FROM s
+), e AS (
+    INSERT INTO agents_event (session_id, seq, turn_id, kind, data, actor, created_at)
+    SELECT %(sid)s, s.seq, %(turn)s, 'tool.finished',
+        %(data)s::jsonb || jsonb_build_object('position', s.pos), %(actor)s, now()
+    FROM s
+)
+SELECT s.seq, s.pos, s.cancel_requested FROM s
+"""
+
+
+def record_tool_result(
+    claimed: Claimed,
+    call: CallState,
+    *,
+    content: str,
+    is_error: bool,
+    status: str,
+    external_id: str = "",
+    data: dict[str, Any],
+    next_call: CallState | None,
+) -> None:
+    """Commit one tool result (and mark the next call running)."""
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": call.tool_use_id}
+    block["content"] = content
+    if is_error:
+        block["is_error"] = True
+    params = {
+        "sid": claimed.session_id,
+        "fence": claimed.fence,
+        "turn": claimed.turn_id,
+        "call": call.id,
+        "status": status,
+        "is_error": is_error,
+        "external_id": external_id,
+        "next": next_call.id if next_call else None,
+        "content": _dumps([block]),
+        "data": _dumps(data),
+        "actor": claimed.owner,
+    }
+    seq, position, cancel_requested = _execute_one(RECORD_RESULT_SQL, params, claimed)
+    claimed.cancel_requested = cancel_requested
+    call.status, call.is_error, call.result_position = status, is_error, position
+    claimed.transcript.append({"role": "user", "content": [block]})
+    if next_call is not None:
+        next_call.status = C.RUNNING
+        next_call.attempts += 1
+    _publish(
+        claimed, seq - 1, [{"kind": "tool.finished", "data": data}], position, {"block": block}
+    )
+
+
+def _execute_one(sql: str, params: dict[str, Any], claimed: Claimed) -> tuple:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        raise LostClaim(f"session {claimed.session_id}: fence {claimed.fence} superseded")
+    return row
+
+
+def _publish(
+    claimed: Claimed,
+    base: int,
+    event_list: list[dict[str, Any]],
+    position: int,
+    extra: dict[str, Any],
+) -> None:
+    now = timezone.now().isoformat()
+    payload = []
+    for offset, spec in enumerate(event_list, start=1):
+        body = {
+            "seq": base + offset,
+            "kind": spec["kind"],
+            "turn_id": claimed.turn_id,
+            "data": {**spec["data"], "position": position},
+            "actor": claimed.owner,
+            "at": now,
+        }
+        if offset == 1:
+            body.update(extra)  # the content rides along with the first event
+        payload.append(body)
+    events.publish(claimed.session_id, payload)

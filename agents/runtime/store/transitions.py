@@ -1,0 +1,252 @@
+"""The rarer transitions: marking a call before it leaves, parking for a
+human, in doubt, cancel, failure, backoff.
+
+Each runs in `transaction.atomic()` with the session's runtime row locked
+and the fence checked (store.lock), through the ORM: they are not per-step
+costs, and readable beats fast here.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from agents import events
+from agents.events import EventSpec
+from agents.models import Message, Session, SessionRuntime, ToolCall, Turn
+from agents.runtime.state import CallState, Claimed
+from agents.runtime.store.lock import lock_session
+from agents.transitions import check_tool_move, check_turn_move
+
+C = ToolCall.Status
+T = Turn.Status
+
+
+def mark_running(claimed: Claimed, call: CallState) -> None:
+    """The durable record that `call` may leave the process from now on."""
+    with transaction.atomic():
+        lock_session(claimed.session_id, claimed.fence)
+        row = ToolCall.objects.select_for_update().get(pk=call.id)
+        check_tool_move(row, C.RUNNING)
+        row.status, row.attempts, row.started_at = C.RUNNING, row.attempts + 1, timezone.now()
+        row.input = call.input
+        row.save(update_fields=["status", "attempts", "started_at", "input"])
+    call.status, call.attempts = C.RUNNING, row.attempts
+
+
+def mark_reissued(claimed: Claimed, call: CallState) -> None:
+    """A dead owner left `call` running: count the new attempt, durably, before
+    it is sent again with the same idempotency key."""
+    with transaction.atomic():
+        runtime = lock_session(claimed.session_id, claimed.fence)
+        row = ToolCall.objects.select_for_update().get(pk=call.id)
+        check_tool_move(row, C.RUNNING)
+        row.attempts, row.started_at = row.attempts + 1, timezone.now()
+        row.save(update_fields=["attempts", "started_at"])
+        data = {"tool_use_id": call.tool_use_id, "name": call.name, "attempt": row.attempts}
+        events.append(runtime, [EventSpec("tool.reissued", data, claimed.turn_id, claimed.owner)])
+    call.attempts = row.attempts
+
+
+def mark_in_doubt(claimed: Claimed, call: CallState, note: str) -> None:
+    """The outcome cannot be known: stop and ask a human (never resend)."""
+    with transaction.atomic():
+        runtime = lock_session(claimed.session_id, claimed.fence)
+        row = ToolCall.objects.select_for_update().get(pk=call.id)
+        check_tool_move(row, C.IN_DOUBT)
+        row.status, row.output, row.finished_at = C.IN_DOUBT, note, timezone.now()
+        row.save(update_fields=["status", "output", "finished_at"])
+        turn = Turn.objects.get(pk=claimed.turn_id)
+        move_turn(turn, T.WAITING)
+        set_session_status(runtime.session, Session.Status.IN_DOUBT)
+        runtime.owner = ""
+        runtime.save(update_fields=["owner", "updated_at"])
+        events.append(
+            runtime,
+            [
+                EventSpec(
+                    "tool.in_doubt",
+                    {"tool_use_id": call.tool_use_id, "name": call.name, "note": note},
+                    claimed.turn_id,
+                    claimed.owner,
+                )
+            ],
+        )
+    call.status = C.IN_DOUBT
+
+
+def park(claimed: Claimed) -> bool:
+    """Wait for a human if a call still needs one; True when parked (released).
+
+    Re-reads the calls under the lock: an approver may have decided while
+    this worker was busy with earlier calls, and the decision service only
+    resumes turns that are parked, so deciding "still waiting" must happen
+    under the same lock as the decision.
+    """
+    with transaction.atomic():
+        runtime = lock_session(claimed.session_id, claimed.fence)
+        fresh = {c.id: c for c in ToolCall.objects.filter(pk__in=[c.id for c in claimed.calls])}
+        for call in claimed.calls:
+            row = fresh[call.id]
+            call.status, call.input, call.output = row.status, row.input, row.output
+        waiting = [c for c in claimed.calls if c.status in (C.WAITING, C.IN_DOUBT)]
+        if not waiting:
+            return False
+        turn = Turn.objects.get(pk=claimed.turn_id)
+        if turn.status != T.WAITING:
+            move_turn(turn, T.WAITING)
+        in_doubt = any(c.status == C.IN_DOUBT for c in waiting)
+        set_session_status(
+            runtime.session, Session.Status.IN_DOUBT if in_doubt else Session.Status.WAITING
+        )
+        runtime.owner = ""
+        runtime.save(update_fields=["owner", "updated_at"])
+        events.append(
+            runtime,
+            [
+                EventSpec(
+                    "turn.waiting",
+                    {"tool_use_ids": [c.tool_use_id for c in waiting]},
+                    claimed.turn_id,
+                    claimed.owner,
+                )
+            ],
+        )
+        return True
+
+
+def cancel_turn(claimed: Claimed) -> None:
+    """Honour a cancel at a step boundary (the engine owns the session)."""
+    with transaction.atomic():
+        runtime = lock_session(claimed.session_id, claimed.fence)
+        turn = Turn.objects.get(pk=claimed.turn_id)
+        specs: list[EventSpec] = []
+        cancel_open_calls(runtime, turn, specs, claimed.owner)
+        finish_turn(runtime, turn, T.CANCELED, specs, claimed.owner)
+        runtime.save()
+        events.append(runtime, specs)
+    claimed.turn_done = True
+
+
+def cancel_open_calls(
+    runtime: SessionRuntime, turn: Turn, specs: list[EventSpec], actor: str
+) -> None:
+    """Give every call of the turn without a result a tool_result (canceled,
+    or unknown for one that may have left), so the transcript stays valid and
+    the session can take new turns."""
+    from approvals.models import Approval
+
+    now = timezone.now()
+    open_calls = ToolCall.objects.filter(turn=turn, result_position__isnull=True).order_by("id")
+    for call in open_calls:
+        if call.status == C.RUNNING:
+            # It may have left the process (a poison step): unknown, not undone.
+            call.status = C.IN_DOUBT
+            specs.append(
+                EventSpec(
+                    "tool.in_doubt",
+                    {"tool_use_id": call.tool_use_id, "name": call.name},
+                    turn.id,
+                    actor,
+                )
+            )
+        elif call.status not in (C.FAILED, C.DENIED, C.CANCELED, C.SUCCEEDED, C.IN_DOUBT):
+            check_tool_move(call, C.CANCELED)
+            call.status = C.CANCELED
+        text = "Canceled by an operator before this tool ran."
+        if call.status == C.IN_DOUBT:
+            text = "The turn ended; the outcome of this call is unknown."
+        elif call.status != C.CANCELED:
+            text = call.output or f"Ended with the turn ({call.status})."
+        block = {"type": "tool_result", "tool_use_id": call.tool_use_id, "content": text}
+        block["is_error"] = True
+        Message.objects.create(
+            session_id=runtime.session_id,
+            position=runtime.transcript_len,
+            turn_id=turn.id,
+            role="user",
+            content=[block],
+            created_at=now,
+        )
+        call.result_position = runtime.transcript_len
+        call.is_error, call.finished_at = True, call.finished_at or now
+        call.save(update_fields=["status", "result_position", "is_error", "finished_at"])
+        runtime.transcript_len += 1
+    canceled = Approval.objects.filter(turn=turn, status=Approval.Status.PENDING).update(
+        status=Approval.Status.CANCELED, decided_at=now
+    )
+    if canceled:
+        specs.append(EventSpec("approval.canceled", {"count": canceled}, turn.id, actor))
+
+
+def fail_turn(claimed: Claimed, reason: str) -> None:
+    with transaction.atomic():
+        runtime = lock_session(claimed.session_id, claimed.fence)
+        turn = Turn.objects.get(pk=claimed.turn_id)
+        specs: list[EventSpec] = []
+        cancel_open_calls(runtime, turn, specs, claimed.owner)
+        finish_turn(runtime, turn, T.FAILED, specs, claimed.owner, error=reason)
+        runtime.save()
+        events.append(runtime, specs)
+    claimed.turn_done = True
+
+
+def note_step_failure(claimed: Claimed, kind: str, reason: str) -> float:
+    """A step could not be done now (e.g. the model is overloaded): count the
+    attempt, release, and say when to try again. The caller enqueues."""
+    with transaction.atomic():
+        runtime = lock_session(claimed.session_id, claimed.fence)
+        runtime.step_attempts += 1
+        delay = min(60.0, 2.0**runtime.step_attempts)
+        runtime.wake_at = timezone.now() + timedelta(seconds=delay)
+        runtime.owner = ""
+        runtime.save()
+        data = {"reason": reason[:2000], "attempt": runtime.step_attempts, "retry_in_s": delay}
+        events.append(runtime, [EventSpec(kind, data, claimed.turn_id, claimed.owner)])
+    return delay
+
+
+def finish_turn(
+    runtime: SessionRuntime,
+    turn: Turn,
+    status: str,
+    specs: list[EventSpec],
+    actor: str,
+    error: str = "",
+) -> None:
+    move_turn(
+        turn,
+        status,
+        finished_at=timezone.now(),
+        error=error,
+        steps=runtime.turn_steps,
+        input_tokens=runtime.turn_input_tokens,
+        output_tokens=runtime.turn_output_tokens,
+    )
+    if runtime.current_turn_id == turn.id:
+        runtime.current_turn_id = None
+        runtime.cancel_requested = False
+    if Turn.objects.filter(session_id=runtime.session_id, status=T.ACCEPTED).exists():
+        set_session_status(runtime.session, Session.Status.RUNNING)  # a queued turn is next
+    else:
+        ended = {T.FAILED: Session.Status.FAILED, T.CANCELED: Session.Status.CANCELED}
+        set_session_status(runtime.session, ended.get(status, Session.Status.IDLE))
+    data = {"number": turn.number, "error": error} if error else {"number": turn.number}
+    specs.append(EventSpec(f"turn.{status}", data, turn.id, actor))
+
+
+def move_turn(turn: Turn, status: str, **fields: Any) -> None:
+    check_turn_move(turn, status)
+    turn.status = status
+    for name, value in fields.items():
+        setattr(turn, name, value)
+    turn.save(update_fields=["status", *fields])
+
+
+def set_session_status(session: Session, status: str) -> None:
+    if session.status != status:
+        session.status = status
+        session.save(update_fields=["status", "updated_at"])
