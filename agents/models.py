@@ -142,6 +142,7 @@ class SessionRuntime(models.Model):
     turn_steps = models.IntegerField(default=0)
     turn_input_tokens = models.BigIntegerField(default=0)
     turn_output_tokens = models.BigIntegerField(default=0)
+            ("fork_session", "Can fork a session from a recorded step"),
     input_tokens = models.BigIntegerField(default=0)
     output_tokens = models.BigIntegerField(default=0)
     updated_at = models.DateTimeField(auto_now=True)
@@ -322,3 +323,111 @@ class InboundDelivery(models.Model):
 
     def __str__(self) -> str:
         return self.event_id
+
+
+# --- Work that outlives a turn (issue 5): follow-ups, jobs, archives ---------------
+
+
+class FollowUp(models.Model):
+    """A durable "wake this session later" (the agent's schedule_followup tool,
+    or a person). Fired by beat (agents/followups.py): the row is claimed with
+    FOR UPDATE SKIP LOCKED and marked fired in the same transaction that posts
+    its message into the session, so it fires exactly once, whatever restarts
+    or how many beat processes run.
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        FIRED = "fired"
+        CANCELED = "canceled"
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="followups")
+    # The scheduling tool call's idempotency key (`<session key>:<tool_use_id>`):
+    # the same call sent again finds this row instead of making a second one.
+    key = models.CharField(max_length=320, unique=True)
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.PENDING)
+    due_at = models.DateTimeField()
+    note = models.TextField()
+    cancel_on_reply = models.BooleanField(default=True)
+    created_by = models.CharField(max_length=150, blank=True)  # username or "agent"
+    created_at = models.DateTimeField(auto_now_add=True)
+    fired_at = models.DateTimeField(null=True, blank=True)
+    fired_turn_id = models.BigIntegerField(null=True, blank=True)
+    canceled_at = models.DateTimeField(null=True, blank=True)
+    canceled_by = models.CharField(max_length=150, blank=True)
+    cancel_reason = models.CharField(max_length=300, blank=True)
+    attempts = models.IntegerField(default=0)  # fire attempts refused (e.g. reject policy)
+    last_error = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=["pending", "fired", "canceled"]),
+                name="followup_status_valid",
+            )
+        ]
+        # Beat asks "what is due" every few seconds: only pending rows, by time.
+        indexes = [
+            models.Index(fields=["due_at"], condition=Q(status="pending"), name="followup_due_idx")
+        ]
+
+    def __str__(self) -> str:
+        return f"follow-up {self.key} {self.status} at {self.due_at:%Y-%m-%d %H:%M}"
+
+
+class JobStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"  # an attempt failed; another is scheduled (next_attempt_at)
+    DEAD = "dead"  # out of attempts: waits for a person (retry from the desk)
+
+
+class Job(models.Model):
+    """Long-running or bulk work run as queued Celery work, not inside a turn
+    (agents/jobs.py). Each item is done idempotently, so a retried attempt
+    carries on where the last one stopped."""
+
+    Status = JobStatus
+
+    kind = models.CharField(max_length=64)
+    arguments = models.JSONField(default=dict)
+    status = models.CharField(max_length=12, choices=JobStatus.choices, default=JobStatus.QUEUED)
+    attempts = models.IntegerField(default=0)
+    max_attempts = models.IntegerField(default=3)
+    last_error = models.TextField(blank=True)
+    items_done = models.IntegerField(default=0)
+    items_total = models.IntegerField(null=True, blank=True)
+    done_keys = models.JSONField(default=list, blank=True)  # items already done
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [_status_constraint("job_status_valid", JobStatus)]
+        indexes = [models.Index(fields=["status", "-created_at"], name="job_status_idx")]
+
+    def __str__(self) -> str:
+        return f"job {self.pk} {self.kind} {self.status}"
+
+
+class SessionArchive(models.Model):
+    """What retention removed from a closed session: its transcript rows and
+    events up to a point, as gzip-compressed JSON (agents/retention.py)."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="archives")
+    upto_position = models.IntegerField()  # transcript rows with position < this
+    upto_seq = models.BigIntegerField()  # events with seq <= this
+    messages = models.IntegerField()
+    events = models.IntegerField()
+    raw_bytes = models.BigIntegerField()  # the JSON before compression
+    data = models.BinaryField()  # gzip(JSON {"session", "messages", "events"})
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"archive of session {self.session_id} up to seq {self.upto_seq}"

@@ -300,3 +300,72 @@ def history_approvals(*, session_id: int) -> list[Approval]:
 
 def history_tool_calls(*, session_id: int) -> list[ToolCall]:
     return list(ToolCall.objects.filter(session_id=session_id).order_by("id"))
+
+
+# --- Follow-ups, jobs, storage (issue 5) -------------------------------------------------
+
+
+def followups_for_session(*, session_id: int, limit: int = 50) -> list:
+    """A session's follow-ups: pending first (soonest first), then the latest others."""
+    from agents.models import FollowUp
+
+    rows = FollowUp.objects.filter(session_id=session_id)
+    pending = list(rows.filter(status=FollowUp.Status.PENDING).order_by("due_at", "id")[:limit])
+    done = list(rows.exclude(status=FollowUp.Status.PENDING).order_by("-id")[:limit])
+    return pending + done
+
+
+def followup_get(*, user: AbstractBaseUser, session_id: int, followup_id: int):
+    """A follow-up, only through the session it belongs to."""
+    from agents.models import FollowUp
+
+    return FollowUp.objects.filter(
+        pk=followup_id, session_id=session_id, session__in=sessions_for_user(user=user)
+    ).first()
+
+
+def jobs_list(*, user: AbstractBaseUser, status: str = "", limit: int = 100) -> list:
+    from agents.models import Job
+
+    if not user.is_authenticated:
+        return []
+    rows = Job.objects.select_related("created_by").order_by("-id")
+    if status:
+        rows = rows.filter(status=status)
+    return list(rows[:limit])
+
+
+def job_counts() -> dict[str, int]:
+    from agents.models import Job
+
+    counts = {s: 0 for s in Job.Status.values}
+    for row in Job.objects.order_by().values("status").annotate(n=Count("id")):
+        counts[row["status"]] = row["n"]
+    return counts
+
+
+STORAGE_SQL = """
+SELECT 'transcript', count(*), coalesce(sum(pg_column_size(t.*)), 0)
+    FROM agents_message t WHERE session_id = %(sid)s
+UNION ALL SELECT 'events', count(*), coalesce(sum(pg_column_size(t.*)), 0)
+    FROM agents_event t WHERE session_id = %(sid)s
+UNION ALL SELECT 'tool calls', count(*), coalesce(sum(pg_column_size(t.*)), 0)
+    FROM agents_toolcall t  -- found through its turns: no index on session_id
+    WHERE turn_id IN (SELECT id FROM agents_turn WHERE session_id = %(sid)s)
+UNION ALL SELECT 'turns', count(*), coalesce(sum(pg_column_size(t.*)), 0)
+    FROM agents_turn t WHERE session_id = %(sid)s
+UNION ALL SELECT 'archives', count(*), coalesce(sum(pg_column_size(t.*)), 0)
+    FROM agents_sessionarchive t WHERE session_id = %(sid)s
+"""
+
+
+def session_storage(*, session_id: int) -> list[tuple[str, int, int]]:
+    """(part, rows, bytes) of one session: the on-disk size of its rows as
+    Postgres stores them (pg_column_size of the whole row, after TOAST
+    compression; without page and index overhead). Each part is an index
+    scan on session_id: for the session page and the admin, not the list."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(STORAGE_SQL, {"sid": session_id})
+        return [(part, int(n), int(size)) for part, n, size in cursor.fetchall()]

@@ -15,7 +15,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from agents import events
+from agents import events, followups
 from agents.errors import Conflict
 from agents.events import EventSpec
 from agents.models import Session, SessionRuntime, ToolCall, Turn
@@ -81,6 +81,8 @@ def message_post(
         specs: list[EventSpec] = []
         if active and policy == Session.MessagePolicy.INTERRUPT:
             _cancel_open_turns(runtime, user, specs)
+        if trigger == Turn.Trigger.CUSTOMER:  # the customer answered: no need to chase
+            followups.followups_cancel_on_reply(runtime, specs)
         number = (Turn.objects.filter(session=session).aggregate(n=Max("number"))["n"] or 0) + 1
         turn = Turn.objects.create(
             session=session, number=number, trigger=trigger, input=text, started_by=user

@@ -124,6 +124,23 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": env_float("AGENTDESK_EXPIRE_INTERVAL_S", 5.0),
         "options": {"priority": 0},
     },
+    # Follow-ups, jobs and retention (agents/followups.py, jobs.py, retention.py):
+    # each task re-reads Postgres, so a duplicate tick (two beats) is harmless.
+    "fire-followups": {
+        "task": "agents.fire_followups",
+        "schedule": env_float("AGENTDESK_FOLLOWUP_INTERVAL_S", 5.0),
+        "options": {"priority": 0},
+    },
+    "sweep-jobs": {
+        "task": "agents.sweep_jobs",
+        "schedule": env_float("AGENTDESK_JOB_SWEEP_INTERVAL_S", 30.0),
+        "options": {"priority": 0},
+    },
+    "prune-sessions": {
+        "task": "agents.prune_sessions",
+        "schedule": env_float("AGENTDESK_PRUNE_INTERVAL_S", 3600.0),
+        "options": {"priority": 9},  # housekeeping: behind everything else
+    },
 }
 
 # --- Agentdesk runtime ----------------------------------------------------
@@ -155,6 +172,19 @@ AGENTDESK_MAX_STEP_ATTEMPTS = env_int("AGENTDESK_MAX_STEP_ATTEMPTS", 5)
 AGENTDESK_MAX_TURN_STEPS = env_int("AGENTDESK_MAX_TURN_STEPS", 40)
 AGENTDESK_SWEEP_GRACE_S = env_float("AGENTDESK_SWEEP_GRACE_S", 2.0)
 AGENTDESK_TOOL_RETRIES = env_int("AGENTDESK_TOOL_RETRIES", 3)
+
+# Jobs (agents/jobs.py): attempts before a job is dead, backoff between them,
+# and how long a running attempt may go without progress before it is failed.
+AGENTDESK_JOB_MAX_ATTEMPTS = env_int("AGENTDESK_JOB_MAX_ATTEMPTS", 3)
+AGENTDESK_JOB_BACKOFF_S = env_float("AGENTDESK_JOB_BACKOFF_S", 10.0)
+AGENTDESK_JOB_BACKOFF_MAX_S = env_float("AGENTDESK_JOB_BACKOFF_MAX_S", 600.0)
+AGENTDESK_JOB_STALE_S = env_float("AGENTDESK_JOB_STALE_S", 900.0)
+# Retention (agents/retention.py): closed sessions (idle, failed, canceled)
+# not updated for this many days have their transcript and events archived
+# (gzip JSON in agents_sessionarchive) and deleted, in batches. 0 disables.
+AGENTDESK_RETENTION_DAYS = env_int("AGENTDESK_RETENTION_DAYS", 30)
+AGENTDESK_RETENTION_BATCH = env_int("AGENTDESK_RETENTION_BATCH", 1000)
+AGENTDESK_RETENTION_ARCHIVE = env_bool("AGENTDESK_RETENTION_ARCHIVE", True)
 
 # --- Auth, static, i18n ---------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [

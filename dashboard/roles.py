@@ -21,6 +21,7 @@ _PERMS = {
         "agents.operate_session",
         "approvals.decide_approval",
         "agents.view_history",
+        "agents.fork_session",
     ],
 }
 

@@ -128,6 +128,50 @@ def issue_refund(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
     return _as_output(summary, external_id=refund.id)
 
 
+def schedule_followup(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
+    # Our own database, keyed by the call's idempotency key: a re-sent call
+    # (a worker died after the commit) finds the row the first one made.
+    from agents.errors import ServiceError
+    from agents.followups import followup_schedule
+
+    try:
+        row, created = followup_schedule(
+            session_key=ctx.session_key,
+            key=ctx.idempotency_key,
+            note=args["note"],
+            due_at=_followup_due(args),
+            cancel_on_reply=args.get("cancel_on_reply", True),
+        )
+    except ServiceError as exc:
+        raise ToolError(exc.message) from exc
+    body = {
+        "followup_id": row.id,
+        "due_at": row.due_at.isoformat(),
+        "status": row.status,
+        "cancel_on_reply": row.cancel_on_reply,
+        "already_scheduled": not created,
+    }
+    return _as_output(body, external_id=f"followup:{row.id}")
+
+
+def _followup_due(args: dict[str, Any]):
+    from datetime import datetime, timedelta
+
+    from django.utils import timezone
+
+    if "delay_minutes" in args:
+        return timezone.now() + timedelta(minutes=args["delay_minutes"])
+    if "due_at" not in args:
+        raise ToolError("give delay_minutes or due_at")
+    try:
+        due = datetime.fromisoformat(args["due_at"])
+    except ValueError:
+        raise ToolError("due_at must be an ISO 8601 date and time") from None
+    if due.tzinfo is None:
+        raise ToolError("due_at needs a time zone (e.g. 2025-01-31T09:00:00+00:00)")
+    return due
+
+
 def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
     return {
         "type": "object",
@@ -212,6 +256,27 @@ ESCALATE = Tool(
     timeout_s=10,
 )
 
+SCHEDULE_FOLLOWUP = Tool(
+    name="schedule_followup",
+    description=(
+        "Schedule a follow-up on this ticket: after delay_minutes (or at due_at, ISO 8601 "
+        "with a time zone) you get a new turn with the note as its instruction. With "
+        "cancel_on_reply (default true) a reply from the customer cancels it."
+    ),
+    input_schema=_schema(
+        {
+            "delay_minutes": {"type": "integer", "minimum": 1, "maximum": 129_600},
+            "due_at": {"type": "string", "maxLength": 40},
+            "note": {"type": "string", "minLength": 1, "maxLength": 2000},
+            "cancel_on_reply": {"type": "boolean"},
+        },
+        ["note"],
+    ),
+    kind=Kind.IDEMPOTENT_BY_KEY,  # keyed by the call's idempotency key
+    run=schedule_followup,
+    timeout_s=10,
+)
+
 SUPPORT_TOOLS = (
     LOOKUP_CUSTOMER,
     LOOKUP_ORDER,
@@ -220,4 +285,5 @@ SUPPORT_TOOLS = (
     SEND_REPLY,
     ADD_NOTE,
     ESCALATE,
+    SCHEDULE_FOLLOWUP,
 )

@@ -11,6 +11,13 @@ no-store keeps customers' data off the browser's disk.
 
 from dashboard.views.approvals import approval_card, approval_check, approval_decide, approvals
 from dashboard.views.history import history, history_export
+from dashboard.views.ops import (
+    customer_retriage,
+    followup_cancel,
+    job_retry,
+    jobs_page,
+    session_fork,
+)
 from dashboard.views.sessions import (
     session,
     session_cancel,
@@ -25,6 +32,11 @@ __all__ = [
     "approval_check",
     "approval_decide",
     "approvals",
+    "customer_retriage",
+    "followup_cancel",
+    "job_retry",
+    "jobs_page",
+    "session_fork",
     "history",
     "history_export",
     "session",

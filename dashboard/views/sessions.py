@@ -16,6 +16,7 @@ from agents.runtime import live
 from agents.transitions import IllegalTransition
 from dashboard import pushes
 from dashboard.views.common import back, desk_view, invalid, refused
+from dashboard.views.ops import session_ops_context
 
 PAGE_SIZE = 100
 VIEW, OPERATE = "agents.view_session", "agents.operate_session"
@@ -76,6 +77,8 @@ def session(request: HttpRequest, session_id: int) -> HttpResponse:
             "runtime": view.runtime,
             "stream": stream,
             "events": [pushes.event_dict(e) for e in view.events],
+            # Follow-ups, storage, fork (dashboard/views/ops.py).
+            **session_ops_context(request, view.session, view.runtime.transcript_len),
         },
     )
 

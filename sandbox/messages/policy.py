@@ -20,6 +20,7 @@ from sandbox.messages import wording
 from sandbox.messages.rules import (
     EMAIL_RE,
     ESCALATE_RE,
+    FOLLOWUP_RE,
     NOTE_RE,
     ORDER_RE,
     REFUND_RE,
@@ -168,6 +169,18 @@ def _step_note(turn: Turn, progress: Progress) -> Reply | None:
 
 def _step_reply(turn: Turn, progress: Progress) -> Reply | None:
     if not turn.offers("send_reply") or progress.done("send_reply"):
+def _step_followup(turn: Turn, progress: Progress) -> Reply | None:
+    match = FOLLOWUP_RE.search(turn.text)
+    if not match or not turn.offers("schedule_followup") or progress.done("schedule_followup"):
+        return None
+    minutes = int(match.group(1)) * {"minute": 1, "hour": 60, "day": 1440}[match.group(2).lower()]
+    note = "Check whether the customer has replied; if not, nudge them."
+    return Reply(
+        "I'll schedule a follow-up in case the customer does not reply.",
+        ToolUse("schedule_followup", {"delay_minutes": minutes, "note": note}),
+    )
+
+
         return None
     body = wording.customer_reply(turn, progress, wants_refund=bool(REFUND_RE.search(turn.text)))
     return Reply("I'll reply to the customer now.", ToolUse("send_reply", {"body": body}))
@@ -182,6 +195,7 @@ STEPS: tuple[Callable[[Turn, Progress], Reply | None], ...] = (
     _step_note,
     _step_reply,
 )
+    _step_followup,
 
 
 def _finish(turn: Turn, progress: Progress, stopped_early: bool = False) -> Reply:

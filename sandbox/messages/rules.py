@@ -11,6 +11,8 @@ AMOUNT_RE = re.compile(r"\$\s?(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d{1,2}))?")
 REFUND_RE = re.compile(r"refund|money back|charged twice|double[- ]charged", re.I)
 ESCALATE_RE = re.compile(r"escalat|speak to a manager|talk to a manager", re.I)
 NOTE_RE = re.compile(r"internal note", re.I)
+# "check back in 2 hours", "follow up in 30 minutes" (a test and demo hook).
+FOLLOWUP_RE = re.compile(r"(?:check back|follow[- ]up) in (\d{1,4}) (minute|hour|day)s?", re.I)
 CATEGORY_RULES = (
     ("billing", re.compile(r"refund|charge|invoice|billing|payment", re.I)),
     ("shipping", re.compile(r"shipping|shipped|delivery|deliver|tracking|package|parcel", re.I)),

@@ -9,7 +9,7 @@ from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
 from django.urls import reverse
 
-from agents.models import Event
+from agents.models import Event, Job, Session
 from approvals.models import Approval
 from config.asgi import application
 from dashboard.urls import POST_ROUTES
@@ -21,11 +21,12 @@ HX = {"HX-Request": "true"}
 
 @pytest.fixture
 def world(db):
-    """A parked approval, an in-doubt call in another session."""
+    """A parked approval, an in-doubt call in another session, a dead job."""
     approval = factories.pending_approval()
     doubtful = factories.parked_call(
         name="escalate_to_human", arguments={"reason": "angry"}, call_status="in_doubt"
     )
+    Job.objects.create(kind="retriage_customer", status="dead", attempts=3)
     return approval, doubtful
 
 
@@ -35,6 +36,11 @@ def _url(name: str, approval: Approval, doubtful, *, other: bool = False) -> str
     missing = 987654
     if name.startswith("approval_"):
         return reverse(f"dashboard:{name}", args=[missing if other else approval.id])
+    if name == "job_retry":
+        from agents.models import Job
+
+        dead = Job.objects.get(kind="retriage_customer", status="dead")  # made by `world`
+        return reverse(f"dashboard:{name}", args=[missing if other else dead.id])
     if name == "toolcall_resolve":
         session_id = approval.session_id if other else doubtful.session_id
         return reverse(f"dashboard:{name}", args=[session_id, doubtful.id])
@@ -56,6 +62,8 @@ def _state() -> tuple:
     return (
         Event.objects.count(),
         tuple(Approval.objects.order_by("id").values_list("status", flat=True)),
+        tuple(Job.objects.order_by("id").values_list("status", flat=True)),
+        Session.objects.count(),  # a fork adds one
     )
 
 
@@ -65,7 +73,7 @@ def test_every_post_route_is_in_the_matrix():
     # A new POST view must be added to POST_ROUTES (and so to this matrix).
     names = {p.name for p in urlpatterns}
     assert set(POST_ROUTES) <= names
-    gets = {"sessions", "session", "history", "history_export", "approvals", "approval"}
+    gets = {"sessions", "session", "history", "history_export", "approvals", "approval", "jobs"}
     assert names - set(POST_ROUTES) == gets
 
 
@@ -94,9 +102,11 @@ def test_a_user_without_the_permission_gets_403_and_nothing_changes(
 
 
 @pytest.mark.parametrize("name", sorted(POST_ROUTES))
-def test_the_right_role_gets_through(client, world, alice, bob, name):
+def test_the_right_role_gets_through(client, world, alice, bob, carol, name):
     approval, doubtful = world
     right = bob if POST_ROUTES[name] == "approvals.decide_approval" else alice
+    if POST_ROUTES[name] == "agents.fork_session":
+        right = carol  # an admin's action
     client.force_login(right)
     response = client.post(_url(name, approval, doubtful), _body(name, approval), headers=HX)
     # Through to the service, whose answer depends on the state: resume

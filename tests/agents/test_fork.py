@@ -1,0 +1,98 @@
+"""Forking a session from a recorded step: complete steps only, the original
+untouched, and the fork runs on a real worker."""
+
+from __future__ import annotations
+
+import pytest
+
+from agents.errors import Forbidden, Invalid
+from agents.forks import complete_positions, session_fork
+from agents.models import Event, Message, Session, SessionRuntime, ToolCall, Turn
+from agents.services import message_post
+from tests.agents.helpers import assert_invariants, deliver_ticket, wait_turn
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _snapshot(session: Session) -> tuple:
+    """Every row of a session that a fork could touch."""
+    return (
+        list(Message.objects.filter(session=session).values_list("position", "role", "content")),
+        list(Event.objects.filter(session=session).values_list("seq", "kind", "data")),
+        list(ToolCall.objects.filter(session=session).values_list("id", "status", "input")),
+        list(Turn.objects.filter(session=session).values_list("id", "status")),
+        SessionRuntime.objects.filter(pk=session.pk).values_list("last_seq", "transcript_len")[0],
+        Session.objects.filter(pk=session.pk).values_list("status", "key", "updated_at")[0],
+    )
+
+
+def _tool_use_row(session: Session) -> Message:
+    """The first assistant row that asks for a tool."""
+    for row in Message.objects.filter(session=session, role="assistant").order_by("position"):
+        if any(b.get("type") == "tool_use" for b in row.content):
+            return row
+    raise AssertionError("no tool_use in the transcript")
+
+
+def test_complete_positions_never_end_between_a_tool_use_and_its_result():
+    rows = [
+        (0, [{"type": "text", "text": "hi"}]),
+        (1, [{"type": "tool_use", "id": "a"}, {"type": "tool_use", "id": "b"}]),
+        (2, [{"type": "tool_result", "tool_use_id": "a"}]),
+        (3, [{"type": "tool_result", "tool_use_id": "b"}]),
+        (4, [{"type": "text", "text": "done"}]),
+    ]
+    assert complete_positions(rows) == [1, 4, 5]
+
+
+def test_fork_from_a_step_copies_complete_steps_and_leaves_the_original_alone_then_runs(
+    sandbox, workers, carol, alice
+):
+    workers.start()
+    ticket = sandbox.ticket(
+        email="alice.martin@example.com",
+        subject="Where is my order",
+        body="Where is order ORD-1001? It has not arrived.",
+        order_id="ORD-1001",
+    )
+    original = deliver_ticket(ticket)
+    assert wait_turn(original).status == "succeeded", workers.logs()
+    before = _snapshot(original)
+    asking = _tool_use_row(original)
+
+    # Fork right after the model asked for a tool: its result is not in the
+    # range, so the fork is cut back to before that reply.
+    fork = session_fork(session_id=original.id, upto=asking.position + 1, user=carol)
+
+    assert fork.key == f"{original.key}/fork-1"
+    rows = list(Message.objects.filter(session=fork).order_by("position"))
+    assert [r.position for r in rows] == list(range(asking.position))
+    originals = Message.objects.filter(session=original, position__lt=asking.position)
+    assert [r.content for r in rows] == [r.content for r in originals.order_by("position")]
+    assert _snapshot(original) == before
+    assert [e.kind for e in Event.objects.filter(session=fork)] == ["session.forked"]
+    assert_invariants(fork)
+
+    # A fork after the tool's result keeps the call (with the fork's own key).
+    later = session_fork(session_id=original.id, upto=asking.position + 2, user=carol)
+    assert later.key == f"{original.key}/fork-2"
+    call = ToolCall.objects.get(session=later)
+    assert call.idempotency_key.startswith(f"{later.key}:")
+    assert_invariants(later)
+
+    # The fork runs: a new message advances it on the real worker.
+    message_post(key=later.key, text="Please also check order ORD-1001 again.", user=alice)
+    turn = wait_turn(later, 2)
+    assert turn.status == "succeeded", workers.logs()
+    assert Message.objects.filter(session=later, role="assistant").count() > 1
+    assert_invariants(later)
+    assert _snapshot(original) == before
+
+
+def test_only_admins_fork_and_an_empty_cut_is_refused(alice, carol, broker):
+    session = Session.objects.create(key="ticket:1")
+    SessionRuntime.objects.create(session=session)
+    with pytest.raises(Forbidden):
+        session_fork(session_id=session.id, upto=1, user=alice)
+    with pytest.raises(Invalid):
+        session_fork(session_id=session.id, upto=1, user=carol)
