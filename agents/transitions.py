@@ -22,9 +22,12 @@ TURN_MOVES: dict[str, frozenset[str]] = {
 
 TOOL_MOVES: dict[str, frozenset[str]] = {
     C.PENDING: frozenset({C.RUNNING, C.WAITING, C.FAILED, C.CANCELED}),
-    C.WAITING: frozenset({C.APPROVED, C.DENIED, C.CANCELED}),
+    # A call waiting on a sub-agent is settled with the child's answer
+    # (agents/capabilities/subagents.py): succeeded or failed.
+    C.WAITING: frozenset({C.APPROVED, C.DENIED, C.CANCELED, C.SUCCEEDED, C.FAILED}),
     C.APPROVED: frozenset({C.RUNNING, C.CANCELED}),
-    C.RUNNING: frozenset({C.SUCCEEDED, C.FAILED, C.IN_DOUBT, C.RUNNING}),
+    # ...and a running delegate call parks on its child (waiting).
+    C.RUNNING: frozenset({C.SUCCEEDED, C.FAILED, C.IN_DOUBT, C.RUNNING, C.WAITING}),
     # A human resolves an in-doubt call: retry it (approved), or say what happened.
     C.IN_DOUBT: frozenset({C.APPROVED, C.SUCCEEDED, C.FAILED, C.CANCELED}),
 }

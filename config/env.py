@@ -29,3 +29,10 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None or raw == "":
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_json(name: str, default):
+    import json
+
+    raw = os.environ.get(name)
+    return json.loads(raw) if raw not in (None, "") else default

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from config.env import env_bool, env_float, env_int, env_list, env_str
+from config.env import env_bool, env_float, env_int, env_json, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -30,6 +30,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "agents",
     "approvals",
+    "capabilities",
     "dashboard",
 ]
 
@@ -124,6 +125,13 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": env_float("AGENTDESK_EXPIRE_INTERVAL_S", 5.0),
         "options": {"priority": 0},
     },
+    # Sub-agents (agents/capabilities/subagents.py): answers and cancels the
+    # immediate hooks missed (a worker died between the two commits).
+    "settle-subagents": {
+        "task": "capabilities.settle_subagents",
+        "schedule": env_float("AGENTDESK_SUBAGENT_SWEEP_S", 2.0),
+        "options": {"priority": 0},
+    },
     # Follow-ups, jobs and retention (agents/followups.py, jobs.py, retention.py):
     # each task re-reads Postgres, so a duplicate tick (two beats) is harmless.
     "fire-followups": {
@@ -172,6 +180,21 @@ AGENTDESK_MAX_STEP_ATTEMPTS = env_int("AGENTDESK_MAX_STEP_ATTEMPTS", 5)
 AGENTDESK_MAX_TURN_STEPS = env_int("AGENTDESK_MAX_TURN_STEPS", 40)
 AGENTDESK_SWEEP_GRACE_S = env_float("AGENTDESK_SWEEP_GRACE_S", 2.0)
 AGENTDESK_TOOL_RETRIES = env_int("AGENTDESK_TOOL_RETRIES", 3)
+
+# --- Capabilities (agents/capabilities/) -----------------------------------
+# MCP servers, as JSON: {"docs": {"transport": "stdio", "command": ["python",
+# "srv.py"], "env": {"TOKEN": "${DOCS_TOKEN}"}}, "crm": {"transport": "http",
+# "url": "https://crm/mcp", "headers": {"Authorization": "Bearer ${CRM_TOKEN}"},
+# "tools": {"create_case": {"kind": "idempotent_by_key"}}}}. ${VAR} is read
+# from this process's environment: secrets come from configuration, never
+# from the model. See agents/capabilities/mcp.py for every key.
+AGENTDESK_MCP_SERVERS = env_json("AGENTDESK_MCP_SERVERS", {})
+AGENTDESK_MCP_TIMEOUT_S = env_float("AGENTDESK_MCP_TIMEOUT_S", 15.0)
+AGENTDESK_MCP_LIST_TTL_S = env_float("AGENTDESK_MCP_LIST_TTL_S", 300.0)
+AGENTDESK_MCP_RETRY_LIST_S = env_float("AGENTDESK_MCP_RETRY_LIST_S", 30.0)
+# A resolved profile (policies, MCP tool lists) is kept this long per process.
+AGENTDESK_CAPABILITY_CACHE_S = env_float("AGENTDESK_CAPABILITY_CACHE_S", 5.0)
+AGENTDESK_SUBAGENT_MAX_DEPTH = env_int("AGENTDESK_SUBAGENT_MAX_DEPTH", 3)
 
 # Jobs (agents/jobs.py): attempts before a job is dead, backoff between them,
 # and how long a running attempt may go without progress before it is failed.

@@ -24,6 +24,7 @@ from typing import Any
 
 from django.conf import settings
 
+from agents.capabilities import subagents
 from agents.model import get_model_client
 from agents.model.base import ModelAborted, ModelReply, ModelRequest, ModelUnavailable
 from agents.models import ToolCall
@@ -31,9 +32,8 @@ from agents.runtime import cancel, dispatch, live, store, tooling
 from agents.runtime.ownership import session_lock, worker_id
 from agents.runtime.state import CallState, Claimed
 from agents.tools.base import Kind, ToolContext
-from agents.tools.registry import Profile, get_profile
+from agents.tools.registry import Profile, get_profile, turn_call_names
 from approvals.models import arguments_hash
-from approvals.policies import requirement_for
 
 log = logging.getLogger(__name__)
 S = ToolCall.Status
@@ -69,6 +69,8 @@ def _drive(session_id: int) -> None:
         except store.LostClaim:
             log.warning("session %s: claim lost, stopping", session_id)
             return
+        if stop is Stop.TURN_ENDED:  # answer a parent, cancel unwanted children
+            subagents.turn_ended(claimed)
         if stop is Stop.SLICE_OVER:
             store.release(claimed)
             dispatch.enqueue(session_id)
@@ -131,6 +133,8 @@ def _tool_step(claimed: Claimed, profile: Profile, call: CallState) -> Stop | No
     context = ToolContext(claimed.key, call.idempotency_key, call.attempts, claimed.context)
     started = time.monotonic()
     outcome = tooling.execute(tool, context, call.input)
+    if outcome.status == S.WAITING:  # handed to a sub-agent: park until it answers
+        return Stop.PARKED if subagents.park_on_child(claimed, call) else None
     if outcome.status == S.IN_DOUBT:
         store.mark_in_doubt(claimed, call, outcome.content)
         return Stop.PARKED
@@ -146,7 +150,11 @@ def _record(
     if edited:
         content = f"{edited}\n{content}"
     data: dict[str, Any] = {"tool_use_id": call.tool_use_id, "name": call.name}
-    data.update(status=outcome.status, ms=ms, attempt=call.attempts)
+    data.update(status=outcome.status, ms=ms, attempt=call.attempts, profile=claimed.profile)
+    if outcome.external_id:
+        data["external_id"] = outcome.external_id
+    if outcome.is_error:  # the audit says why without opening the transcript
+        data["error"] = outcome.content[:300]
     if reissued:
         data["reissued"] = True
     store.record_tool_result(
@@ -207,7 +215,7 @@ def _model_step(claimed: Claimed, profile: Profile) -> Stop | None:
 
 
 def _record_reply(claimed: Claimed, profile: Profile, reply: ModelReply, ms: int) -> None:
-    calls, approvals = _triage_calls(claimed, profile, reply)
+    calls, approvals, refusals = _triage_calls(claimed, profile, reply)
     finish = not reply.tool_uses
     # Names only: ids, inputs and statuses are on the tool call rows; every
     # byte here is written on every step.
@@ -222,6 +230,7 @@ def _record_reply(claimed: Claimed, profile: Profile, reply: ModelReply, ms: int
                 "data": {"tool_use_id": approval["tool_use_id"], "policy": approval["policy"]},
             }
         )
+    event_list.extend({"kind": "tool.refused", "data": r} for r in refusals)
     if finish:
         event_list.append({"kind": "turn.succeeded", "data": {"number": claimed.turn_number}})
     _, ids = store.record_reply(
@@ -241,23 +250,32 @@ def _record_reply(claimed: Claimed, profile: Profile, reply: ModelReply, ms: int
 
 def _triage_calls(
     claimed: Claimed, profile: Profile, reply: ModelReply
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """Decide each requested call's first status before anything runs:
-    refused (bad input, not in the profile), waiting for approval, or pending.
+    refused (bad input, not in the profile, over a budget: audited as
+    `tool.refused`), waiting for approval, or pending.
     The first runnable call is recorded `running` with the reply itself."""
-    calls, approvals = [], []
+    calls, approvals, refusals = [], [], []
+    earlier = turn_call_names(claimed.transcript) if profile.rules else []
     for block in reply.tool_uses:
         name, arguments = block["name"], block.get("input", {})
         status, output = S.PENDING, ""
         tool = profile.tool(name)
         if block["id"] in reply.malformed_inputs:
             status, output = S.FAILED, f"Error: {reply.malformed_inputs[block['id']]}"
-        elif tool is None:
+        elif tool is None:  # least privilege: never run, always on record
             offered = ", ".join(t.name for t in profile.tools)
-            status, output = S.FAILED, f"Error: no tool named {name!r}; available: {offered}"
+            status = S.FAILED
+            output = (
+                f"Error: no tool named {name!r} in profile {profile.name}; available: {offered}"
+            )
+            refusals.append(_refusal(block, profile, "not in profile"))
         elif problem := tool.validate(arguments):
             status, output = S.FAILED, f"Error: input does not match the schema: {problem}"
-        elif requirement := requirement_for(name, arguments):
+        elif over := profile.over_budget(name, earlier):
+            status, output = S.FAILED, f"Error: refused by policy ({over})"
+            refusals.append(_refusal(block, profile, over))
+        elif requirement := profile.requirement(name, arguments):
             status = S.WAITING
             approvals.append(
                 {
@@ -282,9 +300,19 @@ def _triage_calls(
                 "attempts": 0,
             }
         )
+        earlier.append(name)
     if calls and calls[0]["status"] == S.PENDING:
         calls[0]["status"], calls[0]["attempts"] = S.RUNNING, 1
-    return calls, approvals
+    return calls, approvals, refusals
+
+
+def _refusal(block: dict[str, Any], profile: Profile, reason: str) -> dict[str, Any]:
+    return {
+        "tool_use_id": block["id"],
+        "name": block["name"],
+        "profile": profile.name,
+        "reason": reason,
+    }
 
 
 def build_messages(transcript: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -19,7 +19,15 @@ from typing import Any
 from django.conf import settings
 
 from agents.models import ToolCall
-from agents.tools.base import Kind, NotSent, OutcomeUnknown, Tool, ToolContext, ToolError
+from agents.tools.base import (
+    Kind,
+    NotSent,
+    OutcomeUnknown,
+    Tool,
+    ToolContext,
+    ToolError,
+    Waiting,
+)
 
 log = logging.getLogger(__name__)
 S = ToolCall.Status
@@ -51,6 +59,8 @@ def execute(tool: Tool, ctx: ToolContext, arguments: dict[str, Any]) -> Outcome:
             continue
         except ToolError as exc:
             return Outcome(S.FAILED, f"Error: {exc}", is_error=True)
+        except Waiting as exc:  # handed to a sub-agent: the engine parks the turn
+            return Outcome(S.WAITING, str(exc))
         except Exception as exc:  # a bug in a connector must not kill the turn
             log.exception("tool %s raised", tool.name)
             return Outcome(S.FAILED, f"Error: {tool.name} failed: {exc!r}", is_error=True)

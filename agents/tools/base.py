@@ -62,6 +62,11 @@ class NotSent(Exception):
     """The request certainly never left (connection refused); safe to retry."""
 
 
+class Waiting(Exception):
+    """The call goes on elsewhere (a sub-agent's session): the runtime parks
+    the turn until it answers (agents/capabilities/subagents.py)."""
+
+
 @dataclass(frozen=True)
 class Tool:
     name: str

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandbox.messages import wording
+from sandbox.messages import scripted, wording
 from sandbox.messages.rules import (
     EMAIL_RE,
     ESCALATE_RE,
@@ -58,6 +58,8 @@ class Reply:
 
 
 def decide(turn: Turn) -> Reply:
+    if (reply := scripted.decide(turn)) is not None:  # [[call:...]] directives
+        return reply
     probe = _probe(turn)
     if probe is not None and not turn.calls:
         return probe
