@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from agents.models import MemorySnapshot, Session, ToolCall, Turn
+from agents.models import FollowUp, Job, MemorySnapshot, Session, SessionArchive, ToolCall, Turn
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -28,6 +28,18 @@ class SessionAdmin(ReadOnlyAdmin):
     list_display = ("key", "status", "profile", "customer", "updated_at")
     list_filter = ("status", "profile")
     search_fields = ("key", "customer", "title")
+    # Storage is a few index scans per session: on the detail page only,
+    # never in the list (agents/selectors.py::session_storage).
+    readonly_fields = ("storage",)
+
+    @admin.display(description="Storage (rows, bytes as stored)")
+    def storage(self, obj: Session) -> str:
+        from agents.selectors import session_storage
+
+        parts = session_storage(session_id=obj.pk)
+        total = sum(size for _, _, size in parts)
+        listed = ", ".join(f"{part}: {n} rows, {size:,} B" for part, n, size in parts)
+        return f"{total:,} bytes ({listed})"
 
 
 @admin.register(Turn)
@@ -48,3 +60,36 @@ class ToolCallAdmin(ReadOnlyAdmin):
 @admin.register(MemorySnapshot)
 class MemorySnapshotAdmin(ReadOnlyAdmin):
     list_display = ("session", "upto_position", "created_at")
+
+
+class OpsAdmin(ReadOnlyAdmin):
+    """Rows about sessions' work: whoever may view sessions may view these
+    (no separate view_followup / view_job permissions to hand out)."""
+
+    def has_view_permission(self, request, obj=None) -> bool:
+        return request.user.has_perm("agents.view_session")
+
+    def has_module_permission(self, request) -> bool:
+        return request.user.has_perm("agents.view_session")
+
+
+@admin.register(FollowUp)
+class FollowUpAdmin(OpsAdmin):
+    list_display = ("key", "session", "status", "due_at", "cancel_on_reply", "fired_at")
+    list_filter = ("status",)
+    search_fields = ("key", "session__key")
+    list_select_related = ("session",)
+
+
+@admin.register(Job)
+class JobAdmin(OpsAdmin):
+    list_display = ("id", "kind", "status", "attempts", "max_attempts", "items_done", "created_at")
+    list_filter = ("status", "kind")
+
+
+@admin.register(SessionArchive)
+class SessionArchiveAdmin(OpsAdmin):
+    list_display = ("session", "upto_seq", "messages", "events", "raw_bytes", "created_at")
+    search_fields = ("session__key",)
+    list_select_related = ("session",)
+    exclude = ("data",)

@@ -140,3 +140,16 @@ def test_only_admins_see_and_use_the_fork(client, alice, carol, broker):
     fork = Session.objects.get(key=f"{session.key}/fork-1")
     assert response.status_code == 303 and response["Location"] == f"/sessions/{fork.id}/"
     assert client.get(response["Location"]).status_code == 200
+
+
+def test_the_admin_shows_a_sessions_storage(client, carol, broker):
+    from dashboard.roles import ADMIN, assign_role
+
+    assign_role(carol, ADMIN)  # staff: the Django admin is part of the role
+    session = factories.session()
+    factories.turn(session)
+    client.force_login(carol)
+    body = client.get(f"/admin/agents/session/{session.id}/change/").content.decode()
+    assert "Storage (rows, bytes as stored)" in body and "transcript: 2 rows" in body
+    assert client.get("/admin/agents/job/").status_code == 200
+    assert client.get("/admin/agents/followup/").status_code == 200
