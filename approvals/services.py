@@ -19,6 +19,7 @@ from agents import events
 from agents.errors import Conflict, Forbidden, Invalid
 from agents.events import EventSpec
 from agents.models import ToolCall
+from agents.observability import observe
 from agents.runtime import store
 from agents.services import resume_if_unblocked
 from agents.tools.registry import get_profile
@@ -60,6 +61,7 @@ def approval_decide(
             _close_call(call, C.DENIED, f"Denied by {user.get_username()}: {reason.strip()}")
         approval.decided_by, approval.decided_at, approval.reason = user, now, reason.strip()
         approval.save()
+        observe.approval_decided(approval, runtime.session.key)  # on commit
         who = user.get_username()
         data = {
             "approval_id": approval.id,
@@ -125,6 +127,7 @@ def approvals_expire(*, now=None) -> int:
                 continue
             approval.status, approval.decided_at = A.EXPIRED, timezone.now()
             approval.save(update_fields=["status", "decided_at"])
+            observe.approval_decided(approval, runtime.session.key)  # on commit
             call = approval.tool_call
             _close_call(call, C.DENIED, "The approval for this action expired; it did not run.")
             data = {"approval_id": approval.id, "tool_use_id": call.tool_use_id}

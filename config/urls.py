@@ -2,10 +2,13 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from agents.observability.views import metrics
+
 urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/", include("agents.api_urls")),
+    path("metrics", metrics, name="metrics"),  # Prometheus (agents/observability)
     path("", include("dashboard.urls")),
 ]

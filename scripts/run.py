@@ -354,11 +354,15 @@ def app_env(database_url: str, redis_url: str, sandbox_url: str) -> dict[str, st
     env.setdefault("DJANGO_DEBUG", "1")
     env.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     env["PYTHONUNBUFFERED"] = "1"
+    # Prometheus multiprocess mode: workers and web write their counters to
+    # files here and /metrics (web) sums them (agents/observability/metrics.py).
+    env.setdefault("PROMETHEUS_MULTIPROC_DIR", str(DATA / "prometheus"))
     return env
 
 
 def start_app(sup: Supervisor, env: dict[str, str], web_port: int, sandbox: tuple[str, int]):
     manage = [PY, str(ROOT / "manage.py")]
+    _fresh_dir(Path(env["PROMETHEUS_MULTIPROC_DIR"]))  # counters start at 0 with the processes
     sup.run_once("migrate", [*manage, "migrate", "--no-input"], env)
     sb_host, sb_port = sandbox
     sup.start(
@@ -377,11 +381,19 @@ def start_app(sup: Supervisor, env: dict[str, str], web_port: int, sandbox: tupl
     )
     sup.wait_until("web", lambda: port_accepts(web_port))
     celery = [PY, "-m", "celery", "-A", "config"]
-    sup.start("worker", [*celery, "worker", "--loglevel=INFO", "--concurrency=2"], env)
+    # Workers log JSON lines with session_key / turn / step (AGENTDESK_LOG_FORMAT).
+    worker_env = {"AGENTDESK_LOG_FORMAT": "json", **env}
+    sup.start("worker", [*celery, "worker", "--loglevel=INFO", "--concurrency=2"], worker_env)
     schedule = str(DATA / "celerybeat-schedule")
     sup.start("beat", [*celery, "beat", "--loglevel=INFO", "--schedule", schedule], env)
     # Last, so the tickets' webhooks find web listening and a worker to run them.
     sup.run_once("seed", [*manage, "seed_demo"], env)
+
+
+def _fresh_dir(path: Path) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    for leftover in path.glob("*.db"):
+        leftover.unlink()
 
 
 def banner(sup: Supervisor, web_port: int, password: str) -> None:

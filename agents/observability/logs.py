@@ -1,0 +1,68 @@
+"""Structured logs: the step context on every line, as JSON.
+
+The engine sets the context (`bind`) when it takes a turn and again for
+each step; `JsonFormatter` adds it to every record logged meanwhile, by any
+logger in the process (the engine, the model client, a tool, httpx).
+Enabled by AGENTDESK_LOG_FORMAT=json (config/settings.py picks the
+formatter); the plain format is unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextvars import ContextVar, Token
+from typing import Any
+
+from pythonjsonlogger.json import JsonFormatter as _BaseJsonFormatter
+
+# (session key, turn number, step) of the step this thread is running, or
+# None between steps. One variable holding a tuple: one set and one reset
+# per step. `step` is the transcript position the step records (the same
+# `position` its events carry), so a log line joins the history exactly.
+_context: ContextVar[tuple[str, int, int | None] | None] = ContextVar(
+    "agentdesk_step", default=None
+)
+
+
+def bind(session_key: str, turn: int, step: int | None = None) -> Token:
+    return _context.set((session_key, turn, step))
+
+
+def unbind(token: Token) -> None:
+    _context.reset(token)
+
+
+def current() -> tuple[str, int, int | None] | None:
+    return _context.get()
+
+
+class StepContextFilter(logging.Filter):
+    """Adds session_key / turn / step to a record (for any formatter)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        bound = _context.get()
+        if bound is not None:
+            record.session_key, record.turn, record.step = bound
+        return True
+
+
+class JsonFormatter(_BaseJsonFormatter):
+    """One JSON object per line: time, level, logger, message, the step
+    context when there is one, any `extra=` fields, and the traceback."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("fmt", "%(asctime)s %(levelname)s %(name)s %(message)s")
+        kwargs.setdefault(
+            "rename_fields", {"asctime": "time", "levelname": "level", "name": "logger"}
+        )
+        kwargs.setdefault("json_ensure_ascii", False)
+        super().__init__(*args, **kwargs)
+
+    def add_fields(
+        self, log_record: dict[str, Any], record: logging.LogRecord, message_dict: dict[str, Any]
+    ) -> None:
+        super().add_fields(log_record, record, message_dict)
+        bound = _context.get()
+        if bound is not None:
+            log_record["session_key"], log_record["turn"], log_record["step"] = bound
+        log_record["process"] = record.process
