@@ -6,6 +6,7 @@ before anything imports this module).
 """
 
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 
@@ -79,10 +80,16 @@ DATABASES["default"].setdefault("OPTIONS", {}).update(server_side_binding=True, 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+# Redis pub/sub: a group send is one PUBLISH whatever the number of viewers,
+# and delivery is at-most-once, which is all live pushes need (viewers fill
+# gaps from Postgres by seq). Pub/sub channels ignore the Redis db number, so
+# the prefix carries it: stacks sharing a Redis server on different dbs
+# (tests, parallel runs) never hear each other.
+_REDIS_DB = urlsplit(REDIS_URL).path.strip("/") or "0"
 CHANNEL_LAYERS = {
     "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "capacity": 1500, "expiry": 30},
+        "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+        "CONFIG": {"hosts": [REDIS_URL], "prefix": f"agentdesk.db{_REDIS_DB}."},
     }
 }
 

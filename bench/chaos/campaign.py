@@ -11,6 +11,7 @@ exit status is 0 only when no invariant was violated.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import random
@@ -28,10 +29,11 @@ LIMIT_CENTS = 2000  # approval limit for the campaign: see _env
 APPROVAL_TTL_S = 15
 SETTLE_TIMEOUT_S = 240.0
 IDLE_NOTE_S = 10.0  # a runnable session idle this long is reported...
-# ...and this long is a violation (invariant 4). Recovery and sweeps jump the
-# routine backlog (Redis priorities), so a runnable session waits at most
-# for the sweep bound plus its turn in the routine queue under the
-# campaign's load.
+# ...and idle this long with no trigger for it anywhere in the broker (queued
+# or held by a worker) is a violation (invariant 4): its work was dropped, and
+# the sweeper (interval 1 s, grace 1.5 s here) should have re-sent it long
+# before. A session whose trigger waits in the routine queue is not stalled,
+# it is waiting for a free worker; the report counts those separately.
 IDLE_FAIL_S = float(os.environ.get("CHAOS_IDLE_FAIL_S") or 20)
 IDLE_RUNNABLE_SQL = """
     SELECT s.id, extract(epoch FROM now() - r.updated_at) FROM agents_session s
@@ -114,6 +116,7 @@ class Campaign:
         self.started = time.monotonic()
         self.long_transactions: list[str] = []
         self.idle_runnable: dict[int, float] = {}  # session -> longest idle seen (s)
+        self.idle_untriggered: dict[int, float] = {}  # ...of those, with no trigger queued
         self.phase_s: dict[str, float] = {}
 
     # --- setup ---------------------------------------------------------------------
@@ -212,9 +215,38 @@ class Campaign:
 
         with connection.cursor() as cursor:
             cursor.execute(IDLE_RUNNABLE_SQL, [IDLE_NOTE_S])
-            for session_id, idle_s in cursor.fetchall():
-                seen = self.idle_runnable.get(session_id, 0.0)
-                self.idle_runnable[session_id] = max(seen, float(idle_s))
+            idle = cursor.fetchall()
+        if not idle:
+            return
+        triggered = self._triggered_sessions()
+        for session_id, idle_s in idle:
+            seen = self.idle_runnable.get(session_id, 0.0)
+            self.idle_runnable[session_id] = max(seen, float(idle_s))
+            if triggered is not None and session_id not in triggered:
+                seen = self.idle_untriggered.get(session_id, 0.0)
+                self.idle_untriggered[session_id] = max(seen, float(idle_s))
+
+    def _triggered_sessions(self) -> set[int] | None:
+        """Sessions with an `advance` trigger in the broker: waiting in a
+        priority list, or delivered to a worker and not acknowledged yet
+        (kombu's `unacked` hash). None when Redis cannot be read (down)."""
+        import redis as redis_lib
+
+        client = redis_lib.Redis.from_url(self.redis.url, socket_timeout=2)
+        try:
+            raw = [m for key in client.keys("celery*") for m in client.lrange(key, 0, -1)]
+            raw += [json.loads(v)[0] for v in client.hvals("unacked")]
+        except redis_lib.RedisError:
+            return None
+        finally:
+            client.close()
+        sessions = set()
+        for message in raw:
+            body = json.loads(message) if isinstance(message, bytes | str) else message
+            headers = body.get("headers") or {}
+            if headers.get("task") == "agents.advance_session":
+                sessions.add(int(headers["argsrepr"].strip("(),")))
+        return sessions
 
     # --- heal --------------------------------------------------------------------------
 
@@ -253,9 +285,9 @@ class Campaign:
         found = check_all(world)
         for line in self.long_transactions:
             found.fail(5, line)
-        for session_id, idle_s in sorted(self.idle_runnable.items()):
+        for session_id, idle_s in sorted(self.idle_untriggered.items()):
             if idle_s > IDLE_FAIL_S:
-                found.fail(4, f"session {session_id}: runnable and idle for {idle_s:.0f}s")
+                found.fail(4, f"session {session_id}: runnable, idle {idle_s:.0f}s, no trigger")
         for problem in self.driver.problems:
             found.fail(4, f"driver: {problem}")
         recovery = report.recovery_times(self.nemesis.probes, world, self.run_dir)
@@ -269,6 +301,7 @@ class Campaign:
             phases=self.phase_s,
             notes=self.nemesis.errors + self.workers.restart_failures,
             idle_runnable=self.idle_runnable,
+            idle_untriggered=self.idle_untriggered,
         )
         say(text)
         return len(found.violations)

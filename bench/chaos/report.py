@@ -99,6 +99,7 @@ def render(
     phases: dict[str, float],
     notes: list[str],
     idle_runnable: dict[int, float],
+    idle_untriggered: dict[int, float],
 ) -> str:
     s = found.stats
     total_faults = sum(faults.values())
@@ -147,8 +148,14 @@ def render(
     lines += [f"    {seconds:6.2f}s  {what}" for seconds, what in slowest]
     worst = sorted(((v, k) for k, v in idle_runnable.items()), reverse=True)[:5]
     lines.append(
-        f"runnable sessions seen idle > 20s during the run (no live owner, no retry due; past "
-        f"the recovery bound, a violation only past CHAOS_IDLE_FAIL_S): {len(idle_runnable)}"
+        f"runnable sessions seen idle > 10s during the run (no live owner, no retry due; "
+        f"most wait in the routine queue for a free worker): {len(idle_runnable)}"
+        + "".join(f"\n    session {k}: {v:.1f}s" for v, k in worst)
+    )
+    worst = sorted(((v, k) for k, v in idle_untriggered.items()), reverse=True)[:5]
+    lines.append(
+        f"    of which with no trigger in the broker (dropped work: a violation past "
+        f"CHAOS_IDLE_FAIL_S): {len(idle_untriggered)}"
         + "".join(f"\n    session {k}: {v:.1f}s" for v, k in worst)
     )
     if recovery.unrecovered:
