@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.dashboard.conftest import browser, web  # noqa: F401 (fixtures used here too)
+
 TICKET = {
     "email": "bob.okafor@example.net",
     "subject": "Where is it",
