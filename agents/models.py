@@ -99,6 +99,7 @@ class Session(models.Model):
         permissions = [
             ("operate_session", "Can post to, cancel and resume agent sessions"),
             ("view_history", "Can read and export a session's full history"),
+            ("fork_session", "Can fork a session from a recorded step"),
         ]
 
     def __str__(self) -> str:
@@ -142,7 +143,6 @@ class SessionRuntime(models.Model):
     turn_steps = models.IntegerField(default=0)
     turn_input_tokens = models.BigIntegerField(default=0)
     turn_output_tokens = models.BigIntegerField(default=0)
-            ("fork_session", "Can fork a session from a recorded step"),
     input_tokens = models.BigIntegerField(default=0)
     output_tokens = models.BigIntegerField(default=0)
     updated_at = models.DateTimeField(auto_now=True)
