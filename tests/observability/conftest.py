@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.dashboard.conftest import browser, web  # noqa: F401 (fixtures used here too)
+from tests.dashboard.conftest import browser, dave, web  # noqa: F401 (fixtures used here too)
 
 TICKET = {
     "email": "bob.okafor@example.net",
