@@ -169,8 +169,6 @@ def _step_note(turn: Turn, progress: Progress) -> Reply | None:
     )
 
 
-def _step_reply(turn: Turn, progress: Progress) -> Reply | None:
-    if not turn.offers("send_reply") or progress.done("send_reply"):
 def _step_followup(turn: Turn, progress: Progress) -> Reply | None:
     match = FOLLOWUP_RE.search(turn.text)
     if not match or not turn.offers("schedule_followup") or progress.done("schedule_followup"):
@@ -183,6 +181,8 @@ def _step_followup(turn: Turn, progress: Progress) -> Reply | None:
     )
 
 
+def _step_reply(turn: Turn, progress: Progress) -> Reply | None:
+    if not turn.offers("send_reply") or progress.done("send_reply"):
         return None
     body = wording.customer_reply(turn, progress, wants_refund=bool(REFUND_RE.search(turn.text)))
     return Reply("I'll reply to the customer now.", ToolUse("send_reply", {"body": body}))
@@ -195,9 +195,9 @@ STEPS: tuple[Callable[[Turn, Progress], Reply | None], ...] = (
     _step_refund,
     _step_escalate,
     _step_note,
+    _step_followup,
     _step_reply,
 )
-    _step_followup,
 
 
 def _finish(turn: Turn, progress: Progress, stopped_early: bool = False) -> Reply:
