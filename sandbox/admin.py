@@ -65,6 +65,7 @@ def stats_collect(sandbox: Sandbox) -> dict[str, Any]:
         "by_outcome": outcomes,
         "by_mode": sandbox.counters.snapshot("model.mode."),
     }
+    stats["model_requests"]["summaries"] = sandbox.counters.snapshot("model.summary.")
     stats["faults_applied"] = sandbox.counters.snapshot("faults.")
     return stats
 
@@ -96,6 +97,7 @@ def reset_all(sandbox: Sandbox, *, reseed: bool) -> None:
     sandbox.db.wipe()
     sandbox.faults.clear()
     sandbox.counters.clear()
+    sandbox.requests.clear()
     if reseed:
         seed_demo(sandbox.db)
 
@@ -110,6 +112,15 @@ async def reset(request: Request) -> Response:
 async def seed(request: Request) -> Response:
     await run_sync(seed_demo, sandbox_of(request).db)
     return json_response({"ok": True})
+
+
+async def model_requests(request: Request) -> Response:
+    """The last `?last=N` (default 10) Messages-API request bodies, newest last."""
+    try:
+        n = min(100, int(request.query_params.get("last", "10")))
+    except ValueError:
+        n = 10
+    return json_response({"requests": sandbox_of(request).requests.last(n)})
 
 
 async def faults_list(request: Request) -> Response:
@@ -136,6 +147,7 @@ routes = [
     Route("/_health", health, methods=["GET"]),
     Route("/_stats", stats, methods=["GET"]),
     Route("/_refunds", refunds, methods=["GET"]),
+    Route("/_model_requests", model_requests, methods=["GET"]),
     Route("/_reset", reset, methods=["POST"]),
     Route("/_seed", seed, methods=["POST"]),
     Route("/_faults", faults_list, methods=["GET"]),

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import threading
-from collections import Counter
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 
@@ -53,6 +53,27 @@ class Counters:
             self._counts.clear()
 
 
+class RequestLog:
+    """The last Messages-API request bodies, newest last (GET /_model_requests):
+    what the model was actually sent, for tests of what a client sends."""
+
+    def __init__(self, size: int = 100) -> None:
+        self._lock = threading.Lock()
+        self._bodies: deque[dict[str, Any]] = deque(maxlen=size)
+
+    def add(self, body: dict[str, Any]) -> None:
+        with self._lock:
+            self._bodies.append(body)
+
+    def last(self, n: int) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self._bodies)[-n:] if n > 0 else []
+
+    def clear(self) -> None:
+        with self._lock:
+            self._bodies.clear()
+
+
 @dataclass
 class Sandbox:
     db: Database
@@ -60,6 +81,7 @@ class Sandbox:
     faults: FaultBook
     counters: Counters
     webhooks: WebhookSender
+    requests: RequestLog = field(default_factory=RequestLog)
 
 
 def sandbox_of(request: Request) -> Sandbox:

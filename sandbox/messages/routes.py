@@ -11,6 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from sandbox.messages import memory
 from sandbox.messages.policy import Reply, decide
 from sandbox.messages.render import (
     Event,
@@ -66,8 +67,8 @@ async def _read_request(request: Request) -> tuple[dict[str, Any], Turn] | Respo
     return anthropic_error(400, problem)
 
 
-def _pacing(request: Request, turn: Turn) -> Pacing:
-    if "slow" in turn.directives:
+def _pacing(request: Request, turn: Turn, body: dict[str, Any]) -> Pacing:
+    if "slow" in turn.directives or (memory.is_summary_request(body) and memory.wants_slow(body)):
         return SLOW_PACING
     return Pacing(delay=sandbox_of(request).options.model_chunk_delay_ms / 1000)
 
@@ -79,10 +80,15 @@ async def create_message(request: Request) -> Response:
         counters.incr(f"model.outcome.error_{parsed.status_code}")
         return parsed
     body, turn = parsed
-    reply = decide(turn)
+    sandbox_of(request).requests.add(body)
+    if memory.is_summary_request(body):  # a memory snapshot (sandbox/messages/memory.py)
+        counters.incr("model.summary.requests")
+        reply = Reply(memory.summarize(body))
+    else:
+        reply = decide(turn)
     message_id = random_id("msg_")
     tokens = input_tokens(body)
-    pacing = _pacing(request, turn)
+    pacing = _pacing(request, turn, body)
     events = stream_events(
         reply, message_id=message_id, model=body["model"], input_tokens=tokens, pacing=pacing
     )
