@@ -32,6 +32,7 @@ class SessionStatus(models.TextChoices):
     RUNNING = "running"  # has runnable work (what the sweeper looks for)
     WAITING = "waiting_for_approval"
     IN_DOUBT = "in_doubt"
+    PAUSED = "paused"  # a session budget is spent: waits for an admin to raise it
     FAILED = "failed"
     CANCELED = "canceled"
 
@@ -56,6 +57,32 @@ class ToolCallStatus(models.TextChoices):
     FAILED = "failed"
     IN_DOUBT = "in_doubt"
     CANCELED = "canceled"
+
+
+# Budget defaults come from settings when a session is created (callables, so
+# that a migration does not freeze today's value). None is no limit.
+def default_max_turn_steps() -> int:
+    return settings.AGENTDESK_MAX_TURN_STEPS
+
+
+def default_max_turn_tokens() -> int | None:
+    return settings.AGENTDESK_MAX_TURN_TOKENS or None
+
+
+def default_max_turn_cost_micros() -> int | None:
+    return round(settings.AGENTDESK_MAX_TURN_COST_USD * 1_000_000) or None
+
+
+def default_max_turn_seconds() -> int | None:
+    return settings.AGENTDESK_MAX_TURN_SECONDS or None
+
+
+def default_max_total_tokens() -> int | None:
+    return settings.AGENTDESK_MAX_SESSION_TOKENS or None
+
+
+def default_max_total_cost_micros() -> int | None:
+    return round(settings.AGENTDESK_MAX_SESSION_COST_USD * 1_000_000) or None
 
 
 class Session(models.Model):
@@ -88,9 +115,25 @@ class Session(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
-    # Budgets (per turn).
-    max_turn_steps = models.PositiveIntegerField(default=40)
-    max_turn_tokens = models.PositiveBigIntegerField(default=400_000)
+    # Budgets (agents/budgets.py), checked before every model call. Crossing a
+    # turn limit fails the turn; crossing a session limit (all turns) pauses
+    # the session until an admin raises it. Money in micro-dollars; None: no limit.
+    max_turn_steps = models.PositiveIntegerField(default=default_max_turn_steps)
+    max_turn_tokens = models.PositiveBigIntegerField(
+        null=True, blank=True, default=default_max_turn_tokens
+    )
+    max_turn_cost_micros = models.PositiveBigIntegerField(
+        null=True, blank=True, default=default_max_turn_cost_micros
+    )
+    max_turn_seconds = models.PositiveIntegerField(
+        null=True, blank=True, default=default_max_turn_seconds
+    )
+    max_total_tokens = models.PositiveBigIntegerField(
+        null=True, blank=True, default=default_max_total_tokens
+    )
+    max_total_cost_micros = models.PositiveBigIntegerField(
+        null=True, blank=True, default=default_max_total_cost_micros
+    )
 
     class Meta:
         constraints = [_status_constraint("session_status_valid", SessionStatus)]
@@ -100,6 +143,7 @@ class Session(models.Model):
             ("operate_session", "Can post to, cancel and resume agent sessions"),
             ("view_history", "Can read and export a session's full history"),
             ("fork_session", "Can fork a session from a recorded step"),
+            ("raise_budget", "Can raise a session's spend limits (resumes a paused session)"),
         ]
 
     def __str__(self) -> str:
@@ -145,6 +189,10 @@ class SessionRuntime(models.Model):
     turn_output_tokens = models.BigIntegerField(default=0)
     input_tokens = models.BigIntegerField(default=0)
     output_tokens = models.BigIntegerField(default=0)
+    # Spend in micro-dollars (agents/budgets.py::cost_micros), this turn and in all.
+    # (db_default too: rows inserted by hand-written SQL get 0 as well.)
+    turn_cost_micros = models.BigIntegerField(default=0, db_default=0)
+    cost_micros = models.BigIntegerField(default=0, db_default=0)
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:
@@ -181,6 +229,7 @@ class Turn(models.Model):
     steps = models.IntegerField(default=0)
     input_tokens = models.BigIntegerField(default=0)
     output_tokens = models.BigIntegerField(default=0)
+    cost_micros = models.BigIntegerField(default=0, db_default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -304,12 +353,24 @@ class Event(models.Model):
 
 
 class MemorySnapshot(models.Model):
-    """A compact summary of a session's transcript up to a position."""
+    """A compact summary of a session's transcript up to a position.
+
+    Model calls read the latest summary plus the rows from `upto_position`
+    on (agents/runtime/memory.py); the rows stay for the desk and history.
+    At most one per position: a step re-done after a crash finds the row.
+    """
 
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="memories")
-    upto_position = models.IntegerField()
+    upto_position = models.IntegerField()  # summarizes the rows with position < this
     summary = models.TextField()
+    model = models.CharField(max_length=100, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            # Also the index a claim reads the latest snapshot through.
+            models.UniqueConstraint(fields=["session", "upto_position"], name="memory_upto_unique")
+        ]
 
     def __str__(self) -> str:
         return f"memory of session {self.session_id} up to {self.upto_position}"

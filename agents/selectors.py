@@ -23,8 +23,8 @@ S = Session.Status
 
 # What needs a human comes first: an unknown outcome, then a pending
 # decision, then a failure; then work in progress, then the quiet ones.
-NEEDS_HUMAN_ORDER = [S.IN_DOUBT, S.WAITING, S.FAILED, S.RUNNING, S.IDLE, S.CANCELED]
-NEEDS_HUMAN = frozenset({S.IN_DOUBT, S.WAITING, S.FAILED})
+NEEDS_HUMAN_ORDER = [S.IN_DOUBT, S.WAITING, S.PAUSED, S.FAILED, S.RUNNING, S.IDLE, S.CANCELED]
+NEEDS_HUMAN = frozenset({S.IN_DOUBT, S.WAITING, S.PAUSED, S.FAILED})
 
 
 def sessions_for_user(*, user: AbstractBaseUser) -> QuerySet[Session]:

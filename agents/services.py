@@ -15,7 +15,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from agents import events, followups
+from agents import budgets, events, followups
 from agents.errors import Conflict
 from agents.events import EventSpec
 from agents.models import Session, SessionRuntime, ToolCall, Turn
@@ -199,3 +199,45 @@ def resume_if_unblocked(
     session.save(update_fields=["status", "updated_at"])
     specs.append(EventSpec("turn.resuming", {"number": turn.number}, turn.id, actor))
     dispatch.enqueue_on_commit(runtime.session_id)
+
+
+def session_raise_budget(
+    *,
+    session_id: int,
+    user: AbstractBaseUser,
+    max_total_tokens: int | None = None,
+    max_total_cost_micros: int | None = None,
+) -> Session:
+    """An admin raises a session's spend limits (None: no limit). A session
+    paused by its budget (agents/budgets.py) resumes its turn when the new
+    limits are above what it has spent; a limit not above it is refused."""
+    with transaction.atomic():
+        runtime = store.lock_session(session_id)
+        session = runtime.session
+        spent_tokens = runtime.input_tokens + runtime.output_tokens
+        if max_total_tokens is not None and max_total_tokens <= spent_tokens:
+            raise Conflict(
+                f"the session has used {spent_tokens:,} tokens; the limit must be higher",
+                current=session.status,
+            )
+        if max_total_cost_micros is not None and max_total_cost_micros <= runtime.cost_micros:
+            raise Conflict(
+                f"the session has spent {budgets.usd(runtime.cost_micros)}; the limit must be higher",
+                current=session.status,
+            )
+        before = {"max_total_tokens": session.max_total_tokens}
+        before["max_total_cost_micros"] = session.max_total_cost_micros
+        session.max_total_tokens = max_total_tokens
+        session.max_total_cost_micros = max_total_cost_micros
+        session.save(update_fields=["max_total_tokens", "max_total_cost_micros", "updated_at"])
+        who = _actor(user)
+        after = {"max_total_tokens": max_total_tokens}
+        after["max_total_cost_micros"] = max_total_cost_micros
+        specs = [EventSpec("budget.raised", {"before": before, "after": after}, None, who)]
+        if session.status == Session.Status.PAUSED and runtime.current_turn_id is not None:
+            turn = Turn.objects.get(pk=runtime.current_turn_id)
+            turn.error = ""  # the pause's reason; the timeline keeps it
+            turn.save(update_fields=["error"])
+            resume_if_unblocked(runtime, turn.id, specs, who)
+        events.append(runtime, specs)
+    return session

@@ -16,6 +16,8 @@ from django.conf import settings
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from agents import budgets
+
 # --- Untrusted text -------------------------------------------------------------------
 
 
@@ -129,6 +131,25 @@ def event_summary(kind: str, data: dict[str, Any] | None) -> str:
         return "Approval expired; the action did not run"
     if kind == "approval.canceled":
         return f"{d.get('count', '')} pending approval(s) canceled with the turn"
+    if kind == "budget.exceeded":
+        return f"Budget exceeded, turn {d.get('action', 'stopped')}: {d.get('reason', '')}"
+    if kind == "budget.raised":
+        after = d.get("after") or {}
+        tokens = after.get("max_total_tokens")
+        money = after.get("max_total_cost_micros")
+        return (
+            f"Session budget set to {f'{tokens:,} tokens' if tokens else 'no token limit'}, "
+            f"{usd(money) if money else 'no cost limit'}"
+        )
+    if kind == "memory.snapshot":
+        usage = d.get("usage") or {}
+        return (
+            f"Memory: rows {d.get('from_position', 0)}–{d.get('upto_position', '?')} summarized "
+            f"({d.get('chars', 0)} characters, {usage.get('input', 0)} in / "
+            f"{usage.get('output', 0)} out tokens); the model now reads the summary and the rest"
+        )
+    if kind == "memory.failed":
+        return f"Memory summary failed (retry in {d.get('retry_in_s')} s): {d.get('reason', '')}"
     if kind == "recovery":
         return (
             f"Recovered: the previous owner {d.get('previous_owner', '')} stopped "
@@ -139,24 +160,22 @@ def event_summary(kind: str, data: dict[str, Any] | None) -> str:
 
 # --- Tokens and cost ------------------------------------------------------------------------
 
-# US dollars per million tokens (input, output), by model-name prefix. An
-# estimate for the desk: a model not listed shows tokens without a cost.
-PRICES_PER_MTOK: dict[str, tuple[Decimal, Decimal]] = {
-    "claude-opus-4": (Decimal("15"), Decimal("75")),
-    "claude-sonnet-4": (Decimal("3"), Decimal("15")),
-    "claude-3-7-sonnet": (Decimal("3"), Decimal("15")),
-    "claude-haiku-4": (Decimal("1"), Decimal("5")),
-    "claude-3-5-haiku": (Decimal("0.8"), Decimal("4")),
-}
+# The price table is the setting AGENTDESK_PRICES (agents/budgets.py); the
+# engine records each call's cost in micro-dollars (SessionRuntime.cost_micros,
+# Turn.cost_micros), which is what the desk shows where it can.
 
 
 def cost_usd(input_tokens: int, output_tokens: int, model: str | None = None) -> Decimal | None:
+    """An estimate from tokens alone (rows recorded before costs were)."""
     model = model or settings.AGENTDESK_MODEL
-    for prefix, (per_in, per_out) in PRICES_PER_MTOK.items():
-        if model.startswith(prefix):
-            total = (per_in * input_tokens + per_out * output_tokens) / Decimal(1_000_000)
-            return total.quantize(Decimal("0.0001"))
-    return None
+    if budgets.prices_for(model) is None:
+        return None
+    micros = budgets.cost_micros(model, input_tokens, output_tokens)
+    return (Decimal(micros) / Decimal(1_000_000)).quantize(Decimal("0.0001"))
+
+
+def usd(micros: int | None) -> str:
+    return budgets.usd(micros)
 
 
 # --- Edited arguments -------------------------------------------------------------------------

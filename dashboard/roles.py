@@ -22,6 +22,7 @@ _PERMS = {
         "approvals.decide_approval",
         "agents.view_history",
         "agents.fork_session",
+        "agents.raise_budget",
     ],
 }
 

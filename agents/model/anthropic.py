@@ -38,7 +38,8 @@ class AnthropicModel:
                 model=settings.AGENTDESK_MODEL,
                 max_tokens=request.max_tokens,
                 system=request.system,
-                tools=request.tools,
+                # No tools at all (a memory summary) is left out, not sent as [].
+                **({"tools": request.tools} if request.tools else {}),
                 messages=request.messages,
                 stream=True,
             )

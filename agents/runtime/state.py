@@ -10,8 +10,10 @@ lock before the engine relies on it (store.park).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
+from agents.budgets import Limits
 from agents.models import ToolCall
 
 S = ToolCall.Status
@@ -89,6 +91,20 @@ class Claimed:
     in_flight_at_claim: set[int] = field(default_factory=set)
     cancel_requested: bool = False
     turn_done: bool = False
+    # Budgets (agents/budgets.py): the limits, and the spend so far, kept in
+    # step with what this owner records, so the check before a call is free.
+    limits: Limits | None = None
+    turn_started_at: datetime | None = None
+    turn_tokens: int = 0
+    turn_cost_micros: int = 0
+    total_tokens: int = 0
+    total_cost_micros: int = 0
+    # Memory (agents/runtime/memory.py): `transcript` holds the rows from
+    # position `transcript_base` on; the rows before it are summarized.
+    transcript_base: int = 0
+    memory_summary: str = ""
+    transcript_chars: int = 0  # JSON characters of transcript[:chars_counted]
+    chars_counted: int = 0
 
     def next_unresolved(self) -> CallState | None:
         for call in self.calls:

@@ -50,11 +50,17 @@ def cost(input_tokens: int, output_tokens: int) -> str:
 
 
 @register.filter
+def usd(micros: int | None) -> str:
+    """Micro-dollars as dollars ("$0.0123"); "" for None (no limit)."""
+    return presenters.usd(micros)
+
+
+@register.filter
 def get(mapping: dict, key: Any) -> Any:
     return mapping.get(key) if mapping else None
 
 
-_OPEN = {"running", "waiting_for_approval", "in_doubt"}
+_OPEN = {"running", "waiting_for_approval", "in_doubt", "paused"}
 
 
 @register.filter

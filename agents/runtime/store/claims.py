@@ -14,8 +14,9 @@ from django.db.models import Q
 from django.utils import timezone
 
 from agents import events
+from agents.budgets import Limits
 from agents.events import EventSpec
-from agents.models import Message, Session, SessionRuntime, ToolCall, Turn
+from agents.models import MemorySnapshot, Message, Session, SessionRuntime, ToolCall, Turn
 from agents.runtime.state import CallState, Claimed
 from agents.runtime.store.lock import lock_session
 from agents.runtime.store.transitions import (
@@ -88,7 +89,8 @@ def _runnable_turn(runtime: SessionRuntime, specs: list[EventSpec], owner: str) 
         return turn
     if turn.status == T.RUNNING:
         return turn
-    if turn.status == T.RESUMING or (turn.status == T.WAITING and not _waits_on_human(turn)):
+    waiting = turn.status == T.WAITING
+    if turn.status == T.RESUMING or (waiting and not _waits_on_human(runtime, turn)):
         move_turn(turn, T.RUNNING)
         set_session_status(runtime.session, Session.Status.RUNNING)
         specs.append(EventSpec("turn.resumed", {"number": turn.number}, turn.id, owner))
@@ -96,7 +98,9 @@ def _runnable_turn(runtime: SessionRuntime, specs: list[EventSpec], owner: str) 
     return None  # waiting on a human
 
 
-def _waits_on_human(turn: Turn) -> bool:
+def _waits_on_human(runtime: SessionRuntime, turn: Turn) -> bool:
+    if runtime.session.status == Session.Status.PAUSED:
+        return True  # over a session budget: an admin raises it (store/budget.py)
     return ToolCall.objects.filter(turn=turn, status__in=[C.WAITING, C.IN_DOUBT]).exists()
 
 
@@ -117,6 +121,7 @@ def _start_turn(runtime: SessionRuntime, turn: Turn, specs: list[EventSpec], own
     runtime.cancel_requested = False
     runtime.step_attempts = 0
     runtime.turn_steps = runtime.turn_input_tokens = runtime.turn_output_tokens = 0
+    runtime.turn_cost_micros = 0
     set_session_status(runtime.session, Session.Status.RUNNING)
     specs.append(
         EventSpec(
@@ -129,10 +134,22 @@ def _start_turn(runtime: SessionRuntime, turn: Turn, specs: list[EventSpec], own
 
 
 def _load(runtime: SessionRuntime, turn: Turn, recovered: bool) -> Claimed:
-    rows = Message.objects.filter(session_id=runtime.session_id).order_by("position")
+    # Only what a model call reads: the latest memory snapshot and the rows
+    # after it (agents/runtime/memory.py), so a claim is O(recent), not
+    # O(transcript). The desk and the history read every row themselves.
+    memory = (
+        MemorySnapshot.objects.filter(session_id=runtime.session_id)
+        .order_by("-upto_position")
+        .only("upto_position", "summary")
+        .first()
+    )
+    base = memory.upto_position if memory is not None else 0
+    rows = Message.objects.filter(session_id=runtime.session_id, position__gte=base).order_by(
+        "position"
+    )
     transcript = [{"role": r.role, "content": r.content} for r in rows]
     last_assistant = max(
-        (i for i, row in enumerate(transcript) if row["role"] == "assistant"), default=None
+        (base + i for i, row in enumerate(transcript) if row["role"] == "assistant"), default=None
     )
     calls: list[CallState] = []
     if last_assistant is not None:
@@ -160,6 +177,14 @@ def _load(runtime: SessionRuntime, turn: Turn, recovered: bool) -> Claimed:
         recovered=recovered,
         in_flight_at_claim={c.id for c in calls if c.status == C.RUNNING},
         cancel_requested=runtime.cancel_requested,
+        limits=Limits.of(session),
+        turn_started_at=turn.started_at,
+        turn_tokens=runtime.turn_input_tokens + runtime.turn_output_tokens,
+        turn_cost_micros=runtime.turn_cost_micros,
+        total_tokens=runtime.input_tokens + runtime.output_tokens,
+        total_cost_micros=runtime.cost_micros,
+        transcript_base=base,
+        memory_summary=memory.summary if memory is not None else "",
     )
 
 

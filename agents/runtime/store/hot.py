@@ -47,12 +47,14 @@ WITH s AS (
         turn_output_tokens = turn_output_tokens + %(out_tokens)s,
         input_tokens = input_tokens + %(in_tokens)s,
         output_tokens = output_tokens + %(out_tokens)s,
+        turn_cost_micros = turn_cost_micros + %(cost)s,
+        cost_micros = cost_micros + %(cost)s,
         current_turn_id = CASE WHEN %(finish)s THEN NULL ELSE current_turn_id END,
         owner = CASE WHEN %(finish)s THEN '' ELSE owner END,
         updated_at = now()
     WHERE session_id = %(sid)s AND fence = %(fence)s
     RETURNING last_seq - %(n_events)s AS base, transcript_len - 1 AS pos, cancel_requested,
-              turn_steps, turn_input_tokens, turn_output_tokens
+              turn_steps, turn_input_tokens, turn_output_tokens, turn_cost_micros
 ), m AS (
     INSERT INTO agents_message (session_id, position, turn_id, role, content, created_at)
     SELECT %(sid)s, s.pos, %(turn)s, 'assistant', %(content)s::jsonb, now() FROM s
@@ -83,7 +85,8 @@ WITH s AS (
     FROM s, jsonb_array_elements(%(events)s::jsonb) WITH ORDINALITY AS ev(d, ord)
 ), t AS (
     UPDATE agents_turn SET status = 'succeeded', finished_at = now(), steps = s.turn_steps,
-        input_tokens = s.turn_input_tokens, output_tokens = s.turn_output_tokens
+        input_tokens = s.turn_input_tokens, output_tokens = s.turn_output_tokens,
+        cost_micros = s.turn_cost_micros
     FROM s WHERE agents_turn.id = %(turn)s AND %(finish)s AND agents_turn.status = 'running'
 ), ss AS (
     -- 'running' when a queued turn waits, so the sweeper still sees work.
@@ -108,6 +111,7 @@ def record_reply(
     in_tokens: int,
     out_tokens: int,
     finish: bool,
+    cost_micros: int = 0,
 ) -> tuple[int, dict[str, int]]:
     """Commit a model reply; returns its transcript position and call ids."""
     params = {
@@ -121,6 +125,7 @@ def record_reply(
         "n_events": len(event_list),
         "in_tokens": in_tokens,
         "out_tokens": out_tokens,
+        "cost": cost_micros,
         "finish": finish,
         "actor": claimed.owner,
         "started_by": claimed.started_by_id,
