@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
+from typing import Any
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -85,16 +86,22 @@ APPROVAL_SECONDS = Histogram(
     buckets=_WAIT_BUCKETS,
 )
 
-# label() children looked up once: the engine counts on every step.
-_steps: dict[tuple[str, str], object] = {}
+# label() children looked up once: the engine counts on every step, and
+# labels() (validation, a lock, a dict) costs more than the increment.
+_children: dict[tuple[int, tuple[str, ...]], Any] = {}
+
+
+def child(metric: Any, *labels: str) -> Any:
+    key = (id(metric), labels)
+    found = _children.get(key)
+    if found is None:
+        found = _children[key] = metric.labels(*labels)
+    return found
 
 
 def step(kind: str, outcome: str, seconds: float) -> None:
-    child = _steps.get((kind, outcome))
-    if child is None:
-        child = _steps[(kind, outcome)] = STEPS.labels(kind, outcome)
-    child.inc()
-    STEP_SECONDS.labels(kind).observe(seconds)
+    child(STEPS, kind, outcome).inc()
+    child(STEP_SECONDS, kind).observe(seconds)
 
 
 # --- Scrape time ---------------------------------------------------------------------

@@ -80,17 +80,17 @@ class Step:
         seconds = time.perf_counter() - self.started
         metrics.step(self.kind, outcome, seconds)
         if self.kind == "model":
-            metrics.MODEL_CALLS.labels(outcome).inc()
+            metrics.child(metrics.MODEL_CALLS, outcome).inc()
             if self.tokens:
-                metrics.TOKENS.labels("input").inc(self.tokens[0])
-                metrics.TOKENS.labels("output").inc(self.tokens[1])
+                metrics.child(metrics.TOKENS, "input").inc(self.tokens[0])
+                metrics.child(metrics.TOKENS, "output").inc(self.tokens[1])
         else:
-            metrics.TOOL_CALLS.labels(self.tool, outcome).inc()
+            metrics.child(metrics.TOOL_CALLS, self.tool, outcome).inc()
         logs.unbind(self.token)
         claimed = self.claimed
         succeeded = self.kind == "model" and outcome == "ok" and claimed.turn_done
         if succeeded:
-            metrics.TURNS.labels("succeeded").inc()
+            metrics.child(metrics.TURNS, "succeeded").inc()
         if not tracing.enabled():
             return
         tracing.emit_child(
