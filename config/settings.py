@@ -132,13 +132,6 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": env_float("AGENTDESK_EXPIRE_INTERVAL_S", 5.0),
         "options": {"priority": 0},
     },
-    # Sub-agents (agents/capabilities/subagents.py): answers and cancels the
-    # immediate hooks missed (a worker died between the two commits).
-    "settle-subagents": {
-        "task": "capabilities.settle_subagents",
-        "schedule": env_float("AGENTDESK_SUBAGENT_SWEEP_S", 2.0),
-        "options": {"priority": 0},
-    },
     # Follow-ups, jobs and retention (agents/followups.py, jobs.py, retention.py):
     # each task re-reads Postgres, so a duplicate tick (two beats) is harmless.
     "fire-followups": {
@@ -149,6 +142,13 @@ CELERY_BEAT_SCHEDULE = {
     "sweep-jobs": {
         "task": "agents.sweep_jobs",
         "schedule": env_float("AGENTDESK_JOB_SWEEP_INTERVAL_S", 30.0),
+        "options": {"priority": 0},
+    },
+    # Sub-agents (agents/capabilities/subagents.py): answers and cancels the
+    # immediate hooks missed (a worker died between the two commits).
+    "settle-subagents": {
+        "task": "capabilities.settle_subagents",
+        "schedule": env_float("AGENTDESK_SUBAGENT_SWEEP_S", 2.0),
         "options": {"priority": 0},
     },
     "prune-sessions": {
@@ -185,7 +185,37 @@ AGENTDESK_APPROVAL_TTL_S = env_int("AGENTDESK_APPROVAL_TTL_S", 24 * 3600)
 AGENTDESK_TASK_SLICE_S = env_float("AGENTDESK_TASK_SLICE_S", 60.0)
 AGENTDESK_MAX_STEP_ATTEMPTS = env_int("AGENTDESK_MAX_STEP_ATTEMPTS", 5)
 AGENTDESK_MAX_TURN_STEPS = env_int("AGENTDESK_MAX_TURN_STEPS", 40)
+# Budgets (agents/budgets.py): the defaults of a new session's limits. A turn
+# that would cross a turn limit fails; a session that would cross a session
+# limit pauses until an admin raises it. 0 means no limit. Money in USD.
+AGENTDESK_MAX_TURN_TOKENS = env_int("AGENTDESK_MAX_TURN_TOKENS", 400_000)
+AGENTDESK_MAX_TURN_COST_USD = env_float("AGENTDESK_MAX_TURN_COST_USD", 0)
+AGENTDESK_MAX_TURN_SECONDS = env_int("AGENTDESK_MAX_TURN_SECONDS", 0)
+AGENTDESK_MAX_SESSION_TOKENS = env_int("AGENTDESK_MAX_SESSION_TOKENS", 0)
+AGENTDESK_MAX_SESSION_COST_USD = env_float("AGENTDESK_MAX_SESSION_COST_USD", 0)
+# USD per million tokens [input, output], by model-name prefix (the longest
+# prefix wins; "*" is the fallback). A model without a price costs 0.
+AGENTDESK_PRICES = env_json(
+    "AGENTDESK_PRICES",
+    {
+        "claude-opus-4": [15, 75],
+        "claude-sonnet-4": [3, 15],
+        "claude-3-7-sonnet": [3, 15],
+        "claude-haiku-4": [1, 5],
+        "claude-3-5-haiku": [0.8, 4],
+    },
+)
+# Memory (agents/runtime/memory.py): when the transcript a model call would
+# read passes TRIGGER tokens (estimated as characters / 4), a summary of all
+# but the last ~KEEP tokens is written first (one model call of at most
+# MAX_TOKENS), and later calls read the summary plus the recent rows. 0 disables.
+AGENTDESK_MEMORY_TRIGGER_TOKENS = env_int("AGENTDESK_MEMORY_TRIGGER_TOKENS", 30_000)
+AGENTDESK_MEMORY_KEEP_TOKENS = env_int("AGENTDESK_MEMORY_KEEP_TOKENS", 8_000)
+AGENTDESK_MEMORY_MAX_TOKENS = env_int("AGENTDESK_MEMORY_MAX_TOKENS", 1024)
 AGENTDESK_SWEEP_GRACE_S = env_float("AGENTDESK_SWEEP_GRACE_S", 2.0)
+# Every worker process sweeps this often on a thread of its own
+# (agents/runtime/watchdog.py); beat also sends a sweep task as often.
+AGENTDESK_SWEEP_INTERVAL_S = env_float("AGENTDESK_SWEEP_INTERVAL_S", 2.0)
 AGENTDESK_TOOL_RETRIES = env_int("AGENTDESK_TOOL_RETRIES", 3)
 
 # --- Capabilities (agents/capabilities/) -----------------------------------
@@ -235,11 +265,30 @@ STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = BASE_DIR / "staticfiles"
 
+# --- Observability (agents/observability/) ----------------------------------
+# Traces go over OTLP/HTTP when this (a collector's base URL) or the standard
+# OTEL_EXPORTER_OTLP_ENDPOINT is set; otherwise tracing is off.
+AGENTDESK_OTLP_ENDPOINT = env_str("AGENTDESK_OTLP_ENDPOINT", "")
+# /metrics wants `Authorization: Bearer <token>` when set; open when empty.
+AGENTDESK_METRICS_TOKEN = env_str("AGENTDESK_METRICS_TOKEN", "")
+# "json": one JSON object per line, with session_key / turn / step during a
+# step. Celery then keeps this logging setup instead of installing its own.
+AGENTDESK_LOG_FORMAT = env_str("AGENTDESK_LOG_FORMAT", "plain")
+CELERY_WORKER_HIJACK_ROOT_LOGGER = AGENTDESK_LOG_FORMAT != "json"
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {"()": "agents.observability.logs.JsonFormatter"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "json" if AGENTDESK_LOG_FORMAT == "json" else "plain",
+        }
+    },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {
         "httpx": {"level": "WARNING"},

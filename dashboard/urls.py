@@ -1,6 +1,8 @@
 from django.urls import path
 
 from dashboard import views
+from dashboard.views.budgets import session_raise_budget
+from dashboard.views.operations import operations
 
 app_name = "dashboard"
 
@@ -24,8 +26,10 @@ urlpatterns = [
     ),
     path("sessions/<int:session_id>/retriage", views.customer_retriage, name="customer_retriage"),
     path("sessions/<int:session_id>/fork", views.session_fork, name="session_fork"),
+    path("sessions/<int:session_id>/budget", session_raise_budget, name="session_raise_budget"),
     path("jobs/", views.jobs_page, name="jobs"),
     path("jobs/<int:job_id>/retry", views.job_retry, name="job_retry"),
+    path("ops/", operations, name="operations"),
     path("approvals/", views.approvals, name="approvals"),
     path("approvals/<int:approval_id>/", views.approval_card, name="approval"),
     path("approvals/<int:approval_id>/decide", views.approval_decide, name="approval_decide"),
@@ -41,6 +45,7 @@ POST_ROUTES = {
     "followup_cancel": "agents.operate_session",
     "customer_retriage": "agents.operate_session",
     "session_fork": "agents.fork_session",
+    "session_raise_budget": "agents.raise_budget",
     "job_retry": "agents.operate_session",
     "approval_decide": "approvals.decide_approval",
     "approval_check": "approvals.decide_approval",

@@ -18,19 +18,24 @@ re-enqueues itself, so one long turn cannot hog a worker).
 from __future__ import annotations
 
 import enum
+import json
 import logging
 import time
 from typing import Any
 
 from django.conf import settings
+from django.utils import timezone
 
+from agents import budgets
 from agents.capabilities import subagents
 from agents.model import get_model_client
 from agents.model.base import ModelAborted, ModelReply, ModelRequest, ModelUnavailable
 from agents.models import ToolCall
-from agents.runtime import cancel, dispatch, live, store, tooling
+from agents.observability import observe
+from agents.runtime import cancel, dispatch, live, memory, store, tooling
 from agents.runtime.ownership import session_lock, worker_id
 from agents.runtime.state import CallState, Claimed
+from agents.runtime.store import budget as budget_store
 from agents.tools.base import Kind, ToolContext
 from agents.tools.registry import Profile, get_profile, turn_call_names
 from approvals.models import arguments_hash
@@ -65,7 +70,8 @@ def _drive(session_id: int) -> None:
         if claimed is None:
             return
         try:
-            stop = _run_turn(claimed, deadline)
+            with observe.turn(claimed):  # log context, recovery count
+                stop = _run_turn(claimed, deadline)
         except store.LostClaim:
             log.warning("session %s: claim lost, stopping", session_id)
             return
@@ -92,12 +98,15 @@ def _run_turn(claimed: Claimed, deadline: float) -> Stop:
             continue
         if time.monotonic() > deadline:
             return Stop.SLICE_OVER
-        if claimed.turn_steps >= claimed.max_turn_steps:
-            store.fail_turn(
-                claimed, f"step budget exhausted ({claimed.max_turn_steps} model calls)"
-            )
-            return Stop.TURN_ENDED
-        stop = _model_step(claimed, profile)
+        # Budgets before any call that spends; then memory, as its own step.
+        estimate = _next_input_tokens(claimed, profile)
+        if (stop := _over_budget(claimed, estimate)) is not None:
+            return stop
+        if (upto := memory.due(claimed)) is not None:
+            if (stop := _memory_step(claimed, upto)) is not None:
+                return stop
+            continue  # spend changed: check the budgets again
+        stop = _model_step(claimed, profile, estimate)
         if stop is not None:
             return stop
     return Stop.TURN_ENDED
@@ -109,7 +118,9 @@ def _run_turn(claimed: Claimed, deadline: float) -> Stop:
 def _tool_step(claimed: Claimed, profile: Profile, call: CallState) -> Stop | None:
     if call.status in (S.FAILED, S.DENIED, S.CANCELED):
         # Refused before it ran (bad input, denied, expired): the model reads why.
+        step = observe.tool_step(claimed, call)
         _record(claimed, call, tooling.Outcome(call.status, call.output, is_error=True))
+        step.end(call.status)
         return None
     if call.status == S.SUCCEEDED:  # a human said what an in-doubt call did
         _record(claimed, call, tooling.Outcome(call.status, call.output))
@@ -132,13 +143,17 @@ def _tool_step(claimed: Claimed, profile: Profile, call: CallState) -> Stop | No
         store.mark_reissued(claimed, call)
     context = ToolContext(claimed.key, call.idempotency_key, call.attempts, claimed.context)
     started = time.monotonic()
+    step = observe.tool_step(claimed, call)  # metrics, span, log context
     outcome = tooling.execute(tool, context, call.input)
     if outcome.status == S.WAITING:  # handed to a sub-agent: park until it answers
+        step.end(outcome.status)
         return Stop.PARKED if subagents.park_on_child(claimed, call) else None
     if outcome.status == S.IN_DOUBT:
         store.mark_in_doubt(claimed, call, outcome.content)
+        step.end(outcome.status)
         return Stop.PARKED
     _record(claimed, call, outcome, ms=_ms(started), reissued=reissued)
+    step.end(outcome.status)
     return None
 
 
@@ -186,30 +201,35 @@ def _edited_note(claimed: Claimed, call: CallState) -> str:
 # --- Model steps -----------------------------------------------------------------
 
 
-def _model_step(claimed: Claimed, profile: Profile) -> Stop | None:
+def _model_step(claimed: Claimed, profile: Profile, estimate: int = 0) -> Stop | None:
     request = ModelRequest(
-        system=profile.system,
+        system=memory.system_with_memory(profile.system, claimed.memory_summary),
         tools=[tool.schema_for_model() for tool in profile.tools],
         messages=build_messages(claimed.transcript),
-        max_tokens=settings.AGENTDESK_MODEL_MAX_TOKENS,
+        max_tokens=_max_tokens(claimed, estimate),
     )
     stream = live.TextStream(claimed.session_id, claimed.turn_id)
     started = time.monotonic()
+    step = observe.model_step(claimed)  # metrics, span, log context
     try:
         with cancel.watch(claimed.session_id) as abort:
             reply = get_model_client().complete(request, on_text=stream.push, abort=abort)
     except ModelAborted:
+        step.end("aborted")
         stream.discard()
         store.cancel_turn(claimed)
         return Stop.TURN_ENDED
     except ModelUnavailable as exc:
+        step.end("unavailable", str(exc))
         stream.discard()
         delay = store.note_step_failure(claimed, "model.failed", str(exc))
         dispatch.enqueue(claimed.session_id, countdown=delay)
         return Stop.RETRY_LATER
     finally:
         stream.close()
+    step.replied(reply)
     _record_reply(claimed, profile, reply, _ms(started))
+    step.end("ok")
     stream.discard()
     return None
 
@@ -222,6 +242,8 @@ def _record_reply(claimed: Claimed, profile: Profile, reply: ModelReply, ms: int
     summary = [{"name": c["name"]} for c in calls]
     usage = {"input": reply.input_tokens, "output": reply.output_tokens}
     data = {"stop_reason": reply.stop_reason, "usage": usage, "ms": ms, "tool_calls": summary}
+    cost = budgets.cost_micros(reply.model, reply.input_tokens, reply.output_tokens)
+    data.update(model=reply.model, cost_micros=cost)
     event_list: list[dict[str, Any]] = [{"kind": "model.replied", "data": data}]
     for approval in approvals:
         event_list.append(
@@ -242,7 +264,9 @@ def _record_reply(claimed: Claimed, profile: Profile, reply: ModelReply, ms: int
         in_tokens=reply.input_tokens,
         out_tokens=reply.output_tokens,
         finish=finish,
+        cost_micros=cost,
     )
+    _spent(claimed, reply.input_tokens + reply.output_tokens, cost)
     claimed.calls = [CallState.from_recorded(c, ids[c["tool_use_id"]]) for c in calls]
     claimed.in_flight_at_claim = set()
     claimed.turn_done = finish
@@ -304,6 +328,88 @@ def _triage_calls(
     if calls and calls[0]["status"] == S.PENDING:
         calls[0]["status"], calls[0]["attempts"] = S.RUNNING, 1
     return calls, approvals, refusals
+
+
+# --- Budgets and memory (agents/budgets.py, agents/runtime/memory.py) --------------
+
+
+def _spend(claimed: Claimed) -> budgets.Spend:
+    return budgets.Spend(
+        turn_steps=claimed.turn_steps,
+        turn_tokens=claimed.turn_tokens,
+        turn_cost_micros=claimed.turn_cost_micros,
+        total_tokens=claimed.total_tokens,
+        total_cost_micros=claimed.total_cost_micros,
+        turn_started_at=claimed.turn_started_at,
+    )
+
+
+def _spent(claimed: Claimed, tokens: int, cost: int) -> None:
+    claimed.turn_tokens += tokens
+    claimed.total_tokens += tokens
+    claimed.turn_cost_micros += cost
+    claimed.total_cost_micros += cost
+
+
+def _next_input_tokens(claimed: Claimed, profile: Profile) -> int:
+    """The next call's input, estimated (characters / 4) without building it."""
+    fixed = len(profile.system) + len(json.dumps([t.schema_for_model() for t in profile.tools]))
+    return memory.context_tokens(claimed) + fixed // 4
+
+
+def _over_budget(claimed: Claimed, estimate: int) -> Stop | None:
+    """Refuse the next model call when it would cross a budget: a turn limit
+    fails the turn, a session limit pauses the session (agents/budgets.py)."""
+    assert claimed.limits is not None
+    exceeded = budgets.check(claimed.limits, _spend(claimed), timezone.now(), estimate)
+    if exceeded is None:
+        return None
+    log.info("session %s: %s", claimed.session_id, exceeded.reason)
+    if exceeded.scope == budgets.SESSION:
+        budget_store.pause_over_budget(claimed, exceeded)
+        return Stop.PARKED
+    budget_store.end_turn_over_budget(claimed, exceeded)
+    return Stop.TURN_ENDED
+
+
+def _max_tokens(claimed: Claimed, estimate: int) -> int:
+    assert claimed.limits is not None
+    default = settings.AGENTDESK_MODEL_MAX_TOKENS
+    return budgets.output_allowance(claimed.limits, _spend(claimed), estimate, default)
+
+
+def _memory_step(claimed: Claimed, upto: int) -> Stop | None:
+    """Summarize the rows before `upto` (one model call), record the snapshot."""
+    request = memory.summary_request(claimed, upto)
+    started = time.monotonic()
+    try:
+        with cancel.watch(claimed.session_id) as abort:
+            reply = get_model_client().complete(request, on_text=lambda _: None, abort=abort)
+    except ModelAborted:
+        store.cancel_turn(claimed)
+        return Stop.TURN_ENDED
+    except ModelUnavailable as exc:
+        delay = store.note_step_failure(claimed, "memory.failed", str(exc))
+        dispatch.enqueue(claimed.session_id, countdown=delay)
+        return Stop.RETRY_LATER
+    summary = reply.text.strip()
+    cost = budgets.cost_micros(reply.model, reply.input_tokens, reply.output_tokens)
+    usage = {"input": reply.input_tokens, "output": reply.output_tokens}
+    data = {"from_position": claimed.transcript_base, "chars": len(summary), "usage": usage}
+    data.update(model=reply.model, cost_micros=cost, ms=_ms(started))
+    budget_store.record_memory(
+        claimed,
+        upto=upto,
+        summary=summary,
+        model=reply.model,
+        in_tokens=reply.input_tokens,
+        out_tokens=reply.output_tokens,
+        cost_micros=cost,
+        data=data,
+    )
+    _spent(claimed, reply.input_tokens + reply.output_tokens, cost)
+    memory.remember(claimed, upto, summary)
+    return None
 
 
 def _refusal(block: dict[str, Any], profile: Profile, reason: str) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from django.utils import timezone
 from agents import events
 from agents.events import EventSpec
 from agents.models import Message, Session, SessionRuntime, ToolCall, Turn
+from agents.observability import observe
 from agents.runtime.state import CallState, Claimed
 from agents.runtime.store.lock import lock_session
 from agents.transitions import check_tool_move, check_turn_move
@@ -58,6 +59,7 @@ def mark_in_doubt(claimed: Claimed, call: CallState, note: str) -> None:
         row = ToolCall.objects.select_for_update().get(pk=call.id)
         check_tool_move(row, C.IN_DOUBT)
         row.status, row.output, row.finished_at = C.IN_DOUBT, note, timezone.now()
+        observe.in_doubt()
         row.save(update_fields=["status", "output", "finished_at"])
         turn = Turn.objects.get(pk=claimed.turn_id)
         move_turn(turn, T.WAITING)
@@ -225,7 +227,9 @@ def finish_turn(
         steps=runtime.turn_steps,
         input_tokens=runtime.turn_input_tokens,
         output_tokens=runtime.turn_output_tokens,
+        cost_micros=runtime.turn_cost_micros,
     )
+    observe.turn_finished(runtime.session.key, turn)  # counted and traced on commit
     if runtime.current_turn_id == turn.id:
         runtime.current_turn_id = None
         runtime.cancel_requested = False
