@@ -3,9 +3,18 @@
 import os
 
 from celery import Celery
+from celery.signals import worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 app = Celery("agentdesk")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@worker_ready.connect
+def _start_sweeper_thread(**_: object) -> None:
+    """Every worker sweeps on its own clock (agents/runtime/watchdog.py)."""
+    from agents.runtime import watchdog
+
+    watchdog.start()

@@ -8,6 +8,7 @@
 | approvals expire by a periodic task | tests/approvals/test_expiry.py (real worker and beat); the schedule entry: test_beat_schedules_the_sweeper_and_the_expiry |
 | the sweeper's interval and the recovery bound | test_a_dead_workers_session_is_recovered_within_the_sweep_bound |
 | recovery and sweeps ahead of routine work (Redis priorities) | test_recovery_jumps_a_backlog_of_routine_work |
+| the sweep does not wait for a free worker (a thread per worker) | test_a_busy_worker_still_sweeps_on_its_own_clock |
 
 No beat runs in the two acks_late tests: nothing but the redelivery of the
 killed task's own message can finish the work there.
@@ -15,6 +16,7 @@ killed task's own message can finish the work there.
 
 from __future__ import annotations
 
+import json
 import signal
 import socket
 import time
@@ -290,3 +292,55 @@ def test_recovery_jumps_a_backlog_of_routine_work(sandbox, workers, broker):
     assert wait_turn(session, timeout=40).status == "succeeded", workers.logs()
     _exactly_one_refund(sandbox, session)
     wait_for(lambda: routine_left() == 0, timeout=60, what="the backlog drained")
+
+
+def _urgent_triggers(broker) -> list[int]:
+    """Session ids of `advance` triggers waiting at priority 0 (the `celery` list)."""
+    found = []
+    for raw in broker.lrange("celery", 0, -1):
+        headers = json.loads(raw).get("headers") or {}
+        if headers.get("task") == "agents.advance_session":
+            found.append(int(headers["argsrepr"].strip("(),")))
+    return found
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
+def test_a_busy_worker_still_sweeps_on_its_own_clock(sandbox, workers, broker):
+    """No beat at all, and the only live worker is stuck in a long step: the
+    dead owner's session is still noticed within the sweep bound (the
+    worker's sweeper thread) and its trigger waits at priority 0 for the
+    first free worker, which then recovers it."""
+    _hold_order_lookups(sandbox, 8000, count=2)
+    first = workers.start("w1")
+    victim_session = deliver_ticket(sandbox.ticket(**SMALL_REFUND))
+    wait_for(lambda: _call_in_flight(victim_session), timeout=30, what="w1's call in flight")
+    workers.start("w2")
+    busy_session = deliver_ticket(
+        sandbox.ticket(
+            email="bob.okafor@example.net",
+            subject="Where is my order?",
+            body="Order ORD-1004 has not arrived yet. Where is it?",
+            order_id="ORD-1004",
+        )
+    )
+    wait_for(lambda: _call_in_flight(busy_session), timeout=30, what="w2's call in flight")
+    assert _owner_pid(victim_session) == first.pid
+
+    killed_at = time.monotonic()
+    first.kill(signal.SIGKILL)
+    wait_for(
+        lambda: victim_session.pk in _urgent_triggers(broker),
+        timeout=20,
+        what="the sweeper thread's urgent trigger for the dead owner's session",
+    )
+    noticed_s = time.monotonic() - killed_at
+    bound = float(workers.env["AGENTDESK_SWEEP_GRACE_S"]) + float(
+        workers.env["AGENTDESK_SWEEP_INTERVAL_S"]
+    )
+    assert _call_in_flight(busy_session) is not None, "w2 was free: the test proves nothing"
+    assert noticed_s <= bound + 2.5, f"noticed after {noticed_s:.2f}s (bound {bound}s + 2.5s)"
+    assert wait_turn(victim_session, timeout=60).status == "succeeded", workers.logs()
+    assert "recovery" in kinds(victim_session)
+    _exactly_one_refund(sandbox, victim_session)
+    assert wait_turn(busy_session, timeout=60).status == "succeeded", workers.logs()
