@@ -382,16 +382,20 @@ def _memory_step(claimed: Claimed, upto: int) -> Stop | None:
     """Summarize the rows before `upto` (one model call), record the snapshot."""
     request = memory.summary_request(claimed, upto)
     started = time.monotonic()
+    step = observe.model_step(claimed)  # a model call like any other: metrics, span, logs
     try:
         with cancel.watch(claimed.session_id) as abort:
             reply = get_model_client().complete(request, on_text=lambda _: None, abort=abort)
     except ModelAborted:
+        step.end("aborted")
         store.cancel_turn(claimed)
         return Stop.TURN_ENDED
     except ModelUnavailable as exc:
+        step.end("unavailable", str(exc))
         delay = store.note_step_failure(claimed, "memory.failed", str(exc))
         dispatch.enqueue(claimed.session_id, countdown=delay)
         return Stop.RETRY_LATER
+    step.replied(reply)
     summary = reply.text.strip()
     cost = budgets.cost_micros(reply.model, reply.input_tokens, reply.output_tokens)
     usage = {"input": reply.input_tokens, "output": reply.output_tokens}
@@ -409,6 +413,7 @@ def _memory_step(claimed: Claimed, upto: int) -> Stop | None:
     )
     _spent(claimed, reply.input_tokens + reply.output_tokens, cost)
     memory.remember(claimed, upto, summary)
+    step.end("ok")
     return None
 
 

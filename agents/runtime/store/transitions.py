@@ -128,6 +128,7 @@ def cancel_turn(claimed: Claimed) -> None:
         specs: list[EventSpec] = []
         cancel_open_calls(runtime, turn, specs, claimed.owner)
         finish_turn(runtime, turn, T.CANCELED, specs, claimed.owner)
+        runtime.owner = ""  # a clean stop: the next claim is not a recovery
         runtime.save()
         events.append(runtime, specs)
     claimed.turn_done = True
@@ -191,6 +192,7 @@ def fail_turn(claimed: Claimed, reason: str) -> None:
         specs: list[EventSpec] = []
         cancel_open_calls(runtime, turn, specs, claimed.owner)
         finish_turn(runtime, turn, T.FAILED, specs, claimed.owner, error=reason)
+        runtime.owner = ""  # a clean stop: the next claim is not a recovery
         runtime.save()
         events.append(runtime, specs)
     claimed.turn_done = True
@@ -219,18 +221,21 @@ def finish_turn(
     actor: str,
     error: str = "",
 ) -> None:
+    # The runtime's turn counters belong to the running turn; a queued turn
+    # canceled while another runs spent nothing.
+    current = runtime.current_turn_id == turn.id
     move_turn(
         turn,
         status,
         finished_at=timezone.now(),
         error=error,
-        steps=runtime.turn_steps,
-        input_tokens=runtime.turn_input_tokens,
-        output_tokens=runtime.turn_output_tokens,
-        cost_micros=runtime.turn_cost_micros,
+        steps=runtime.turn_steps if current else 0,
+        input_tokens=runtime.turn_input_tokens if current else 0,
+        output_tokens=runtime.turn_output_tokens if current else 0,
+        cost_micros=runtime.turn_cost_micros if current else 0,
     )
     observe.turn_finished(runtime.session.key, turn)  # counted and traced on commit
-    if runtime.current_turn_id == turn.id:
+    if current:
         runtime.current_turn_id = None
         runtime.cancel_requested = False
     if Turn.objects.filter(session_id=runtime.session_id, status=T.ACCEPTED).exists():

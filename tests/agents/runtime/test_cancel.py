@@ -40,6 +40,8 @@ def test_cancel_during_model_stream_aborts_it(sandbox, workers, alice):
     message_post(key=session.key, text="Any news on ORD-1003?", user=alice)
     assert wait_turn(session, number=2).status == "succeeded", workers.logs()
     assert_invariants(session)
+    # A clean stop, not a dead worker: no claim ever took it for a recovery.
+    assert "recovery" not in kinds(session)
 
 
 def test_cancel_during_approval_wait_cancels_the_approval(sandbox, workers, alice, bob):
