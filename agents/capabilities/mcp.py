@@ -13,19 +13,27 @@ Configuration (settings.AGENTDESK_MCP_SERVERS, from the environment), per server
   argument, which the model is then not shown), `timeout_s`, and
   `external_id` (the structured-output field to record as the call's
   external id).
+- `persistent` (default true): keep one session open per worker process
+  (mcp_sessions.py); false opens a session for each call and closes it.
+- `idle_probe_s` (default 2): a kept session idle for longer is pinged
+  before the next call is written on it.
 
 Any string may say ${VAR}: it is read from this process's environment when the
 server is contacted. Secrets therefore come from configuration; the model only
 ever supplies a tool's arguments.
 
-Each call opens a connection in a short-lived event loop (asyncio.run) and
-closes it: nothing survives a fork (Celery prefork children start clean),
-nothing is shared between threads, and a server that died between two calls
-costs nothing. The price is a connection per call (see the report in the
-tests: a few ms over HTTP, a process start over stdio). Everything is bounded
-by a timeout, and every failure becomes one of the errors recovery knows
-(agents/tools/base.py): not sent (retry), outcome unknown (retry by key or
-in_doubt), or a definite error the model reads.
+Sessions stay open per worker process (mcp_sessions.py: one loop thread, one
+session per server, reopened after a failure; stdio servers stay running).
+Everything is bounded by a timeout, and every failure becomes one of the
+errors recovery knows (agents/tools/base.py):
+- not sent (safe to retry anywhere): no session could be opened, the ping
+  before the call went unanswered, or an HTTP server that restarted said it
+  does not know our session (it ran nothing);
+- outcome unknown (retried with the same key, or in_doubt): the request was
+  written on a live session and then no answer came in time, or the
+  connection closed under it;
+- a definite error the model reads: the server answered with a JSON-RPC
+  error, or with output that breaks the tool's outputSchema.
 
 Tool lists are cached in capabilities.McpToolList (shared by every worker),
 refreshed when older than the TTL; a refresh that fails keeps the last good
@@ -42,18 +50,16 @@ import json
 import logging
 import os
 import re
-import sys
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
-import httpx2
 from django.conf import settings
 from django.utils import timezone
-from mcp import ClientSession, StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
+from mcp import ClientSession, types
 from mcp.shared.exceptions import MCPError
+from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
+from agents.capabilities import mcp_sessions
 from agents.capabilities.names import PROVIDER_RE, safe_tool_name
 from agents.tools.base import (
     Kind,
@@ -84,6 +90,8 @@ class ServerConfig:
     headers: tuple[tuple[str, str], ...] = ()
     timeout_s: float = 15.0
     list_ttl_s: float = 300.0
+    persistent: bool = True
+    idle_probe_s: float = 2.0
     tools: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict, hash=False)
 
 
@@ -118,54 +126,21 @@ def _config(name: str, raw: dict[str, Any]) -> ServerConfig:
         headers=tuple((raw.get("headers") or {}).items()),
         timeout_s=float(raw.get("timeout_s", settings.AGENTDESK_MCP_TIMEOUT_S)),
         list_ttl_s=float(raw.get("list_ttl_s", settings.AGENTDESK_MCP_LIST_TTL_S)),
+        persistent=bool(raw.get("persistent", True)),
+        idle_probe_s=float(raw.get("idle_probe_s", 2.0)),
         tools=dict(raw.get("tools") or {}),
     )
 
 
-def _expand(value: str) -> str:
+def expand(value: str) -> str:
     return _VAR_RE.sub(lambda m: os.environ.get(m.group(1), ""), value)
 
 
-# --- One connection --------------------------------------------------------------------
+# --- Calls -------------------------------------------------------------------------------
 
-
-@contextlib.asynccontextmanager
-async def _connect(config: ServerConfig) -> AsyncIterator[ClientSession]:
-    if config.transport == "stdio":
-        params = StdioServerParameters(
-            command=_expand(config.command[0]),
-            args=[_expand(a) for a in config.command[1:]],
-            env={k: _expand(v) for k, v in config.env},
-            cwd=config.cwd,
-        )
-        # The real stderr: Celery swaps sys.stderr for a proxy without a file descriptor.
-        transport = stdio_client(params, errlog=sys.__stderr__)
-    else:
-        client = httpx2.AsyncClient(
-            headers={k: _expand(v) for k, v in config.headers},
-            timeout=httpx2.Timeout(config.timeout_s),
-        )
-        transport = streamable_http_client(_expand(config.url), http_client=client)
-    async with transport as streams:
-        async with ClientSession(streams[0], streams[1]) as session:
-            await session.initialize()
-            yield session
-
-
-def _leaf(exc: BaseException) -> BaseException:
-    """The first real error inside anyio's exception groups."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc
-
-
-def _run(coro_fn, timeout_s: float) -> Any:
-    """Run one exchange in a fresh event loop, bounded by `timeout_s`."""
-
-    async def bounded():
-        return await asyncio.wait_for(coro_fn(), timeout_s)
-
-    return asyncio.run(bounded())
+# On top of a call's own timeout: time to open (or ping) a session first, and
+# for the SDK's own deadline to fire before ours.
+GRACE_S = 1.0
 
 
 def call(
@@ -177,68 +152,134 @@ def call(
     timeout_s: float,
 ) -> Any:
     """One tools/call. Raises NotSent, OutcomeUnknown or ToolError (base.py)."""
-    sent = False
+    pool = mcp_sessions.sessions()
+    attempt = mcp_sessions.Attempt()
+    exchange = _call(pool, config, remote, arguments, meta, timeout_s, attempt)
+    try:
+        return pool.run(exchange, _opening_s(config) + timeout_s + GRACE_S)
+    except BaseException as exc:  # noqa: BLE001 (sorted below; nothing escapes unsorted)
+        raise _sorted(exc, attempt.sent, config, remote, timeout_s) from exc
 
-    async def exchange():
-        nonlocal sent
-        async with _connect(config) as session:
-            sent = True  # from here on, the server may act on it
+
+async def _call(pool, config, remote, arguments, meta, timeout_s, attempt) -> Any:
+    if not config.persistent:  # a session for this call alone (the way it was before)
+        async with mcp_sessions.connect(config) as session:
+            attempt.sent = True  # from here on, the server may act on it
             return await session.call_tool(
                 remote, arguments, read_timeout_seconds=timeout_s, meta=meta
             )
-
-    where = f"MCP server {config.name!r}"
-    try:
-        # The connection gets its own share of time on top of the call's.
-        return _run(exchange, timeout_s + config.timeout_s)
-    except BaseException as exc:  # noqa: BLE001 (sorted below; nothing escapes unsorted)
-        error = _leaf(exc)
-        if isinstance(error, KeyboardInterrupt | SystemExit):
+    async with pool.session(config) as held:  # entering raises: nothing was written
+        mark = held.mark()
+        attempt.sent = True
+        try:
+            # The SDK's read timeout first; ours also covers a write that blocks.
+            return await asyncio.wait_for(
+                held.session.call_tool(
+                    remote, arguments, read_timeout_seconds=timeout_s, meta=meta
+                ),
+                timeout_s + GRACE_S / 2,
+            )
+        except BaseException as exc:
+            if not _session_survives(exc):
+                held.fail(_describe(mcp_sessions.leaf(exc), timeout_s))
+            if _lost(mcp_sessions.leaf(exc)) and held.never_connected(mark):
+                attempt.sent = False  # our POST found nothing listening: it never left
             raise
-        if isinstance(error, MCPError):
-            # An answered JSON-RPC error: unknown tool, invalid params...
-            raise ToolError(f"{where} refused {remote}: {error.error.message}") from error
-        if isinstance(error, RuntimeError) and "structured content" in str(error):
-            raise ToolError(f"{where} answered {remote} with invalid output: {error}") from error
-        reason = _describe(error, timeout_s)
-        if not sent:
-            raise NotSent(f"{where} unreachable: {reason}") from error
-        raise OutcomeUnknown(f"{where} stopped answering {remote}: {reason}") from error
+
+
+def _opening_s(config: ServerConfig) -> float:
+    if not config.persistent:
+        return config.timeout_s
+    return config.timeout_s + mcp_sessions.PROBE_TIMEOUT_S
+
+
+def _lost(error: BaseException) -> bool:
+    """The request went out and no answer will come (the SDK says so with an MCPError)."""
+    return isinstance(error, MCPError) and error.code in (REQUEST_TIMEOUT, CONNECTION_CLOSED)
+
+
+def _forgotten(error: BaseException) -> bool:
+    """An HTTP server that restarted answers 404 to our session id: it ran nothing."""
+    return isinstance(error, MCPError) and error.message == "Session terminated"
+
+
+def _bad_output(error: BaseException) -> bool:
+    # The SDK checks structured content against the tool's outputSchema.
+    return isinstance(error, RuntimeError) and (
+        "structured content" in str(error) or "Invalid schema for tool" in str(error)
+    )
+
+
+def _session_survives(exc: BaseException) -> bool:
+    """An answer, even a refusal, leaves the session good for the next call."""
+    error = mcp_sessions.leaf(exc)
+    answered = isinstance(error, MCPError) and not _lost(error) and not _forgotten(error)
+    return answered or _bad_output(error)
+
+
+def _sorted(
+    exc: BaseException, sent: bool, config: ServerConfig, remote: str, timeout_s: float
+) -> BaseException:
+    error = mcp_sessions.leaf(exc)
+    if isinstance(error, KeyboardInterrupt | SystemExit):
+        return error
+    where = f"MCP server {config.name!r}"
+    reason = _describe(error, timeout_s)
+    if not sent or _forgotten(error):  # nothing was written, or nothing ran: safe to retry
+        return NotSent(f"{where} unreachable: {reason}")
+    if _bad_output(error):
+        detail = str(error).splitlines()[0][:500]  # jsonschema adds the schema and instance
+        return ToolError(f"{where} answered {remote} with invalid output: {detail}")
+    if isinstance(error, MCPError) and not _lost(error):
+        # An answered JSON-RPC error: unknown tool, invalid params...
+        return ToolError(f"{where} refused {remote}: {error.error.message}")
+    return OutcomeUnknown(f"{where} stopped answering {remote}: {reason}")
 
 
 def _describe(error: BaseException, timeout_s: float) -> str:
-    if isinstance(error, TimeoutError | asyncio.TimeoutError):
+    timed_out = isinstance(error, MCPError) and error.code == REQUEST_TIMEOUT
+    if timed_out or isinstance(error, TimeoutError | asyncio.TimeoutError):
         return f"no answer within {timeout_s:g}s"
     return f"{type(error).__name__}: {error}"[:500]
 
 
 def list_remote_tools(config: ServerConfig) -> list[dict[str, Any]]:
     """Ask the server for its tools (all pages)."""
+    pool = mcp_sessions.sessions()
+    return pool.run(_list(pool, config), _opening_s(config) + 2 * config.timeout_s + GRACE_S)
 
-    async def exchange():
-        tools: list[dict[str, Any]] = []
-        async with _connect(config) as session:
-            cursor = None
-            while True:
-                page = (
-                    await session.list_tools(cursor=cursor)
-                    if cursor
-                    else await session.list_tools()
-                )
-                for tool in page.tools:
-                    tools.append(
-                        {
-                            "name": tool.name,
-                            "description": tool.description or "",
-                            "input_schema": tool.input_schema or {"type": "object"},
-                            "output_schema": tool.output_schema,
-                        }
-                    )
-                cursor = page.next_cursor
-                if not cursor:
-                    return tools
 
-    return _run(exchange, 2 * config.timeout_s)
+async def _list(pool, config: ServerConfig) -> list[dict[str, Any]]:
+    if not config.persistent:
+        async with mcp_sessions.connect(config) as session:
+            return await _pages(session)
+    async with pool.session(config) as held:
+        try:
+            return await asyncio.wait_for(_pages(held.session), 2 * config.timeout_s)
+        except BaseException as exc:
+            if not _session_survives(exc):
+                held.fail(_describe(mcp_sessions.leaf(exc), config.timeout_s))
+            raise
+
+
+async def _pages(session: ClientSession) -> list[dict[str, Any]]:
+    tools: list[dict[str, Any]] = []
+    cursor = None
+    while True:
+        params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        page = await session.list_tools(params=params)
+        for tool in page.tools:
+            tools.append(
+                {
+                    "name": tool.name,
+                    "description": tool.description or "",
+                    "input_schema": tool.input_schema or {"type": "object"},
+                    "output_schema": tool.output_schema,
+                }
+            )
+        cursor = page.next_cursor
+        if not cursor:
+            return tools
 
 
 # --- The shared tool-list cache ------------------------------------------------------------
@@ -261,7 +302,7 @@ def tool_list(config: ServerConfig) -> list[dict[str, Any]]:
     try:
         tools = list_remote_tools(config)
     except BaseException as exc:  # noqa: BLE001 (a dead server must not stop the worker)
-        error = _leaf(exc)
+        error = mcp_sessions.leaf(exc)
         if isinstance(error, KeyboardInterrupt | SystemExit):
             raise
         reason = _describe(error, config.timeout_s)
