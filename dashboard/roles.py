@@ -2,7 +2,9 @@
 
 - support:  see sessions, post messages, cancel and resume runs
 - approver: support's rights, plus deciding approvals
-- admin:    everything, plus history, exports and the Django admin
+- admin:    everything, plus history, exports and the Django admin, where it
+            edits agent profiles and tool policies (every permission of the
+            capabilities app)
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ _PERMS = {
         "agents.raise_budget",
     ],
 }
+# Every permission of these apps (so a model added to them is covered too).
+_APPS = {ADMIN: ["capabilities"]}
 
 
 def assign_role(user, role: str) -> None:
@@ -48,6 +52,7 @@ def ensure_roles() -> dict[str, Group]:
             wanted.append(
                 Permission.objects.get(content_type__app_label=app_label, codename=codename)
             )
+        wanted += Permission.objects.filter(content_type__app_label__in=_APPS.get(name, []))
         group.permissions.set(wanted)
         groups[name] = group
     return groups
