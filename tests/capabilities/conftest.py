@@ -18,6 +18,7 @@ import requests
 from tests.processes import Proc, wait_for
 
 SERVER = Path(__file__).with_name("mcp_server.py")
+LOWLEVEL_SERVER = Path(__file__).with_name("mcp_lowlevel_server.py")
 # The side-effecting tool dedupes on our key (sent in _meta), so it is idempotent by key.
 TOOLS = {
     "search": {"kind": "read_only"},
@@ -46,11 +47,17 @@ class McpServers:
         path = Path(f"{self.effects_file(name)}.calls")
         return len(path.read_text().splitlines()) if path.exists() else 0
 
-    def slow(self, name: str, seconds: float) -> None:
-        Path(f"{self.effects_file(name)}.slow").write_text(str(seconds))
+    def slow(self, name: str, seconds: float, tool: str = "create_ticket") -> None:
+        suffix = ".slow" if tool == "create_ticket" else f".slow-{tool}"
+        Path(f"{self.effects_file(name)}{suffix}").write_text(str(seconds))
+
+    def pids(self, name: str) -> list[int]:
+        """The pid of each start of the server, in order."""
+        path = Path(f"{self.effects_file(name)}.pids")
+        return [int(p) for p in path.read_text().split()] if path.exists() else []
 
     def _clean(self, name: str) -> None:
-        for suffix in ("", ".calls", ".slow"):
+        for suffix in ("", ".calls", ".slow", ".slow-search", ".pids"):
             Path(f"{self.effects_file(name)}{suffix}").unlink(missing_ok=True)
 
     def stdio(self, name: str, **extra) -> None:
@@ -69,6 +76,11 @@ class McpServers:
         wait_for(lambda: _listening(port), timeout=20, what=f"MCP server {name} on {port}")
         self.config[name] = {"transport": "http", "url": url, "tools": TOOLS, **extra}
         return proc
+
+    def lowlevel(self, name: str, **extra) -> None:
+        """The low-level server (mcp_lowlevel_server.py) over stdio."""
+        command = [sys.executable, str(LOWLEVEL_SERVER)]
+        self.config[name] = {"transport": "stdio", "command": command, **extra}
 
     def dead(self, name: str) -> None:
         """A server configured at an address where nothing listens."""

@@ -3,14 +3,19 @@
     python tests/capabilities/mcp_server.py --effects FILE [--http PORT]
 
 Tools:
-- `search` (read-only): answers from a tiny knowledge base.
+- `search` (read-only): answers from a tiny knowledge base; when FILE.slow-search
+  exists, it first waits that many seconds (a server too slow for its timeout).
 - `create_ticket` (side-effecting): appends one line per *effect* to FILE.
   A call carrying an idempotency key in `_meta` (agentdesk.dev/idempotency-key)
   that was already seen returns the first result without a second effect,
   which is what lets the runtime reissue it after a worker died. When the
   file FILE.slow exists, the call waits that many seconds before acting, so
   a test can kill a worker while the call is in flight.
-- `garbage`: declares an output schema and breaks it.
+(Output that breaks its schema: mcp_lowlevel_server.py, as MCPServer checks
+its own tools' output.)
+
+Each start appends the server's pid to FILE.pids, so a test can count how
+often a stdio server was started, and kill the one running.
 
 Over stdio (the default) the server is the client's subprocess; with --http it
 serves streamable HTTP on 127.0.0.1:PORT/mcp.
@@ -45,7 +50,10 @@ def _effects() -> list[dict]:
 
 
 @server.tool(description="Search the help-centre articles.")
-def search(query: str) -> str:
+async def search(query: str) -> str:
+    slow = Path(f"{EFFECTS}.slow-search")
+    if slow.exists():
+        await asyncio.sleep(float(slow.read_text() or "3"))
     return f"Article 'Refunds': refunds for {query} take 5-10 business days."
 
 
@@ -68,12 +76,9 @@ async def create_ticket(title: str, ctx: Context) -> dict:
         return result
 
 
-@server.tool(description="Report a status (broken on purpose: breaks its output schema).")
-def garbage() -> dict[str, int]:
-    return {"status": "not a number"}  # type: ignore[dict-item]
-
-
 if __name__ == "__main__":
+    with Path(f"{EFFECTS}.pids").open("a") as f:
+        f.write(f"{os.getpid()}\n")
     if options.http:
         print(f"mcp test server on {options.http}", flush=True)
         server.run("streamable-http", host="127.0.0.1", port=options.http)

@@ -52,14 +52,31 @@ def test_a_call_over_its_budget_is_refused(sandbox, caps_workers):
     assert refused.data["tool_use_id"] == second.tool_use_id
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_call_over_the_turns_cost_budget_is_refused(sandbox, caps_workers):
+    profile = make_profile("metered", "lookup_order", lookup_order={"cost_cents": 3})
+    profile.max_cost_cents_per_turn = 5  # one lookup (3) fits, a second (6) does not
+    profile.save(update_fields=["max_cost_cents_per_turn"])
+    caps_workers()
+    session = start_session("ticket:lp-3", "metered", f"{LOOKUP} {LOOKUP}")
+
+    wait_turn(session, timeout=60)
+
+    first, second = ToolCall.objects.filter(session=session).order_by("id")
+    assert (first.status, second.status) == ("succeeded", "failed")
+    assert second.attempts == 0  # refused, never run
+    assert "refused by policy (cost budget: 5 cents per turn)" in second.output
+    refused = Event.objects.get(session=session, kind="tool.refused")
+    assert refused.data["tool_use_id"] == second.tool_use_id
+    assert refused.data["reason"] == "cost budget: 5 cents per turn"
+    assert_invariants(session)
+
+
 @pytest.mark.django_db
 def test_admin_edits_to_profiles_and_policies_are_recorded(carol):
-    from django.contrib.auth.models import Permission
+    from dashboard.roles import ADMIN, assign_role
 
-    # The Django admin lets staff in, with the capabilities app's permissions.
-    carol.is_staff = True
-    carol.save(update_fields=["is_staff"])
-    carol.user_permissions.add(*Permission.objects.filter(content_type__app_label="capabilities"))
+    assign_role(carol, ADMIN)  # staff, and the role carries the capabilities app's permissions
     client = Client()
     client.force_login(carol)
     form = {

@@ -126,3 +126,42 @@ def test_a_dead_server_gives_a_clean_error(mcp_servers, caps_workers, workers):
     assert any("MCP server 'ghost' is unavailable" in e for e in errors), errors
     assert any("MCP server 'docs' unreachable" in e for e in errors), errors
     assert_invariants(session)
+
+
+def test_a_slow_server_times_out_cleanly_and_the_worker_goes_on(mcp_servers, caps_workers):
+    mcp_servers.http("docs")
+    mcp_servers.slow("docs", 30, tool="search")  # far past the admin's 1 s timeout
+    make_profile("mcp_agent", "docs.search", **{"docs.search": {"timeout_s": 1}})
+    caps_workers()
+    stuck = start_session("ticket:slow-1", "mcp_agent", '[[call:docs__search {"query": "x"}]]')
+
+    turn = wait_turn(stuck, timeout=60)  # 4 attempts of 1 s, and backoff: not 30 s
+
+    assert turn.status == "succeeded"  # the model read the error and answered
+    search = ToolCall.objects.get(session=stuck)
+    assert search.status == "failed" and search.is_error
+    finished = Event.objects.get(session=stuck, kind="tool.finished")  # the audit says why
+    assert "stopped answering search: no answer within 1s" in finished.data["error"]
+    assert_invariants(stuck)
+
+    mcp_servers.slow("docs", 0, tool="search")  # quick again: the same worker goes on
+    after = start_session("ticket:slow-2", "mcp_agent", '[[call:docs__search {"query": "y"}]]')
+    assert wait_turn(after, timeout=60).status == "succeeded"
+    assert ToolCall.objects.get(session=after).status == "succeeded"
+
+
+def test_output_that_breaks_its_schema_is_an_error(mcp_servers, caps_workers):
+    mcp_servers.lowlevel("partner")  # `status` declares an outputSchema and breaks it
+    make_profile("mcp_agent", "partner.status")
+    caps_workers()
+    session = start_session("ticket:schema", "mcp_agent", "[[call:partner__status {}]]")
+
+    turn = wait_turn(session, timeout=60)
+
+    assert turn.status == "succeeded"
+    status = ToolCall.objects.get(session=session)
+    assert status.status == "failed" and status.is_error and status.attempts == 1
+    error = Event.objects.get(session=session, kind="tool.finished").data["error"]
+    assert "answered status with invalid output" in error
+    assert "'not a number' is not of type 'integer'" in error
+    assert_invariants(session)
