@@ -95,9 +95,8 @@ def main() -> None:
         print(f"MCP tools/call, ms per call (load average {os.getloadavg()[0]:.1f})")
         for transport, config in configs.items():
             fresh = dataclasses.replace(config, persistent=False)
-            print(
-                f"{transport:5} fresh session per call: {summary(measure(fresh, args.fresh_calls))}"
-            )
+            fresh_times = measure(fresh, args.fresh_calls)
+            print(f"{transport:5} {'fresh session per call':26} {summary(fresh_times)}")
             first = measure(config, 1)[0]
             kept = measure(config, args.calls, args.gap)
             label = f"kept session, {args.gap:g} s apart" if args.gap else "kept session"
