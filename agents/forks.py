@@ -56,7 +56,8 @@ def session_fork(*, session_id: int, upto: int, user: AbstractBaseUser) -> Sessi
         rows = list(
             Message.objects.filter(session_id=session_id, position__lt=upto).order_by("position")
         )
-        calls = list(ToolCall.objects.filter(session_id=session_id).order_by("id"))
+        turns = Turn.objects.filter(session_id=session_id).values("id")  # calls: by turn index
+        calls = list(ToolCall.objects.filter(turn_id__in=turns).order_by("id"))
     cut = max((n for n in complete_positions([(r.position, r.content) for r in rows])), default=0)
     if cut == 0:
         raise Invalid("nothing complete to fork before that position")

@@ -299,7 +299,9 @@ def history_approvals(*, session_id: int) -> list[Approval]:
 
 
 def history_tool_calls(*, session_id: int) -> list[ToolCall]:
-    return list(ToolCall.objects.filter(session_id=session_id).order_by("id"))
+    # Through its turns: tool calls have no index on session_id.
+    turns = Turn.objects.filter(session_id=session_id).values("id")
+    return list(ToolCall.objects.filter(turn_id__in=turns).order_by("id"))
 
 
 # --- Follow-ups, jobs, storage (issue 5) -------------------------------------------------

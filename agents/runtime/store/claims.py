@@ -153,12 +153,12 @@ def _load(runtime: SessionRuntime, turn: Turn, recovered: bool) -> Claimed:
     )
     calls: list[CallState] = []
     if last_assistant is not None:
-        calls = [
-            CallState.from_row(c)
-            for c in ToolCall.objects.filter(
-                session_id=runtime.session_id, message_position=last_assistant
-            ).order_by("id")
-        ]
+        # Through the turn's index (there is none on session_id); a reply of
+        # an earlier turn has every result already, so nothing of it can run.
+        call_rows = ToolCall.objects.filter(
+            turn_id=turn.id, session_id=runtime.session_id, message_position=last_assistant
+        )
+        calls = [CallState.from_row(c) for c in call_rows.order_by("id")]
     session = runtime.session
     return Claimed(
         session_id=runtime.session_id,
