@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from django.db import connection
 
 POLL_S = 0.25
+IDLE_CLOSE_S = 30.0
 
 
 class AbortSignal:
@@ -51,6 +52,7 @@ class _Watcher:
         self.watched: dict[int, AbortSignal] = {}
         self.cond = threading.Condition()
         self.thread: threading.Thread | None = None
+        self.idle = True
 
     @contextmanager
     def watch(self, session_id: int) -> Iterator[AbortSignal]:
@@ -60,7 +62,8 @@ class _Watcher:
             if self.thread is None or not self.thread.is_alive():
                 self.thread = threading.Thread(target=self._run, name="cancel-watch", daemon=True)
                 self.thread.start()
-            self.cond.notify()
+            if self.idle:
+                self.cond.notify()  # only an idle watcher needs waking; a busy one polls anyway
         try:
             yield signal
         finally:
@@ -71,9 +74,18 @@ class _Watcher:
         while True:
             with self.cond:
                 while not self.watched:
-                    connection.close()  # idle: give the connection back
-                    self.cond.wait()
+                    self.idle = True
+                    if not self.cond.wait(IDLE_CLOSE_S):
+                        connection.close()  # idle a while: give the connection back
+                self.idle = False
+                # The first poll comes POLL_S after watching began, not at once:
+                # most model calls end sooner, and a cancel is read for free at
+                # the step boundary after them (every record statement returns
+                # the flag). Polling at every call start cost a query per step.
+                self.cond.wait(POLL_S)
                 ids = list(self.watched)
+            if not ids:
+                continue
             try:
                 canceled = _canceled(ids)
             except Exception:
@@ -83,8 +95,6 @@ class _Watcher:
                 signal = self.watched.get(session_id)
                 if signal is not None:
                     signal.fire()
-            with self.cond:
-                self.cond.wait(POLL_S)
 
 
 def _canceled(ids: list[int]) -> list[int]:

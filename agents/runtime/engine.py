@@ -353,8 +353,25 @@ def _spent(claimed: Claimed, tokens: int, cost: int) -> None:
 
 def _next_input_tokens(claimed: Claimed, profile: Profile) -> int:
     """The next call's input, estimated (characters / 4) without building it."""
-    fixed = len(profile.system) + len(json.dumps([t.schema_for_model() for t in profile.tools]))
-    return memory.context_tokens(claimed) + fixed // 4
+    return memory.context_tokens(claimed) + _profile_tokens(profile)
+
+
+# id(profile) -> (profile, its system prompt and tool schemas in tokens): the
+# same for every step of every turn; a JSON dump of the schemas per step was
+# measurable on the hot path. The profile is kept so that its id stays unique.
+_PROFILE_TOKENS: dict[int, tuple[Profile, int]] = {}
+
+
+def _profile_tokens(profile: Profile) -> int:
+    cached = _PROFILE_TOKENS.get(id(profile))
+    if cached is not None and cached[0] is profile:
+        return cached[1]
+    schemas = json.dumps([t.schema_for_model() for t in profile.tools])
+    tokens = (len(profile.system) + len(schemas)) // 4
+    if len(_PROFILE_TOKENS) > 256:  # profiles reloaded from the database: start over
+        _PROFILE_TOKENS.clear()
+    _PROFILE_TOKENS[id(profile)] = (profile, tokens)
+    return tokens
 
 
 def _over_budget(claimed: Claimed, estimate: int) -> Stop | None:
