@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
+
 from agents.model.base import ModelRequest
 from agents.runtime.engine import build_messages
 from agents.tools.registry import get_profile
 from bench import plugin, workload
+
+# get_profile reads the capabilities tables (a profile may be edited there).
+pytestmark = pytest.mark.django_db
 
 
 class NoAbort:
