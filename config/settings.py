@@ -294,5 +294,7 @@ LOGGING = {
         "httpx": {"level": "WARNING"},
         "httpx2": {"level": "WARNING"},
         "stripe": {"level": "WARNING"},
+        # The MCP SDK logs the end of every stream (a normal session end) at INFO.
+        "mcp": {"level": "WARNING"},
     },
 }
