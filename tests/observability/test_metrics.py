@@ -10,7 +10,7 @@ import pytest
 import requests
 from django.test import Client
 
-from agents.models import ToolCall
+from agents.models import Session, ToolCall
 from tests.agents.helpers import deliver_ticket, wait_turn
 from tests.observability.conftest import REFUND, TICKET
 from tests.processes import wait_for
@@ -71,6 +71,12 @@ def test_pending_approvals_and_queue_depth_are_read_at_scrape_time(sandbox, work
     approval = wait_for(
         lambda: Approval.objects.filter(session=session, status="pending").first(),
         what="a pending approval",
+    )
+    # The approval is recorded with the model's reply; the session is parked
+    # (its status set) by the worker's next, separate commit.
+    wait_for(
+        lambda: Session.objects.get(pk=session.pk).status == "waiting_for_approval",
+        what="the session parked for the approval",
     )
     text = Client().get("/metrics").content.decode()
     assert _value(text, "agentdesk_approvals_pending") == 1
