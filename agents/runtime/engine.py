@@ -36,9 +36,10 @@ from agents.runtime import cancel, dispatch, live, memory, store, tooling
 from agents.runtime.ownership import session_lock, worker_id
 from agents.runtime.state import CallState, Claimed
 from agents.runtime.store import budget as budget_store
-from agents.tools.base import Kind, ToolContext
+from agents.tools.base import Kind, Tool, ToolContext
 from agents.tools.registry import Profile, get_profile, turn_call_names
 from approvals.models import arguments_hash
+from approvals.policies import Requirement
 
 log = logging.getLogger(__name__)
 S = ToolCall.Status
@@ -299,7 +300,7 @@ def _triage_calls(
         elif over := profile.over_budget(name, earlier):
             status, output = S.FAILED, f"Error: refused by policy ({over})"
             refusals.append(_refusal(block, profile, over))
-        elif requirement := profile.requirement(name, arguments):
+        elif requirement := _requirement(claimed, profile, tool, name, arguments):
             status = S.WAITING
             approvals.append(
                 {
@@ -328,6 +329,22 @@ def _triage_calls(
     if calls and calls[0]["status"] == S.PENDING:
         calls[0]["status"], calls[0]["attempts"] = S.RUNNING, 1
     return calls, approvals, refusals
+
+
+def _requirement(
+    claimed: Claimed, profile: Profile, tool: Tool, name: str, arguments: dict[str, Any]
+) -> Requirement | None:
+    """The approval a call needs: the profile's rule or the built-in policies,
+    and in a fork every call that changes something. A fork acts on the same
+    helpdesk, payments and customers as its original, under a new key (so new
+    idempotency keys): an investigation must not refund or reply by accident,
+    and a retry goes ahead once a person says so."""
+    requirement = profile.requirement(name, arguments)
+    forked_from = claimed.context.get("forked_from")
+    if requirement is None and forked_from and tool.kind != Kind.READ_ONLY:
+        detail = f"This session is a fork of {forked_from}; its side effects are real"
+        requirement = Requirement("forked_session", detail)
+    return requirement
 
 
 # --- Budgets and memory (agents/budgets.py, agents/runtime/memory.py) --------------

@@ -9,7 +9,10 @@ from agents.errors import Forbidden, Invalid
 from agents.forks import complete_positions, session_fork
 from agents.models import Event, Message, Session, SessionRuntime, ToolCall, Turn
 from agents.services import message_post
+from approvals.models import Approval
+from approvals.services import approval_decide
 from tests.agents.helpers import assert_invariants, deliver_ticket, wait_turn
+from tests.processes import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -32,6 +35,31 @@ def _tool_use_row(session: Session) -> Message:
         if any(b.get("type") == "tool_use" for b in row.content):
             return row
     raise AssertionError("no tool_use in the transcript")
+
+
+def _replies(sandbox, ticket: dict) -> int:
+    """Replies to the customer the helpdesk holds on the ticket."""
+    return len(sandbox.get(f"/helpdesk/tickets/{ticket['id']}")["replies"])
+
+
+def _approve_each_side_effect(session: Session, number: int, approver) -> list[str]:
+    """Approve every approval the turn asks for, until it ends; their policies."""
+    policies: list[str] = []
+
+    def next_step():
+        pending = Approval.objects.filter(session=session, status="pending").first()
+        turn = Turn.objects.filter(session=session, number=number).first()
+        ended = turn is not None and turn.status in Turn.TERMINAL
+        return pending or ended
+
+    while True:
+        found = wait_for(next_step, timeout=30, what=f"an approval or the end of turn {number}")
+        if found is True:
+            return policies
+        call = ToolCall.objects.get(pk=found.tool_call_id)
+        assert call.status == "waiting_for_approval"  # nothing ran before the decision
+        policies.append(found.policy)
+        approval_decide(approval_id=found.id, user=approver, decision="approve")
 
 
 def test_complete_positions_never_end_between_a_tool_use_and_its_result():
@@ -80,10 +108,16 @@ def test_fork_from_a_step_copies_complete_steps_and_leaves_the_original_alone_th
     assert call.idempotency_key.startswith(f"{later.key}:")
     assert_invariants(later)
 
-    # The fork runs: a new message advances it on the real worker.
+    # The fork runs: a new message advances it on the real worker. What it
+    # would change (a reply to the real customer) waits for a person first:
+    # a fork acts on the same systems as its original.
+    replies_before = _replies(sandbox, ticket)
     message_post(key=later.key, text="Please also check order ORD-1001 again.", user=alice)
+    policies = _approve_each_side_effect(later, 2, carol)
     turn = wait_turn(later, 2)
     assert turn.status == "succeeded", workers.logs()
+    assert policies and set(policies) == {"forked_session"}
+    assert _replies(sandbox, ticket) > replies_before  # it went ahead once approved
     assert Message.objects.filter(session=later, role="assistant").count() > 1
     assert_invariants(later)
     assert _snapshot(original) == before
