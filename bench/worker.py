@@ -50,7 +50,7 @@ def django_setup() -> None:
 def create_session(key: str, profile: str, max_steps: int) -> int:
     """What agents.services.session_get_or_create does on first contact (one
     commit), plus a step budget of S: the service takes no budget, and
-    Session.max_turn_steps defaults to 40 (AGENTDESK_MAX_TURN_STEPS is unused)."""
+    Session.max_turn_steps defaults to AGENTDESK_MAX_TURN_STEPS (40)."""
     from django.db import transaction
 
     from agents.models import Session, SessionRuntime

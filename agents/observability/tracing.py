@@ -174,9 +174,7 @@ def emit_child(
         start_time=start_ns,
         attributes=attributes,
     )
-    if error is not None:
-        span.set_status(Status(StatusCode.ERROR, error[:500]))
-    span.end(end_time=max(end_ns, start_ns))
+    _end(span, start_ns, end_ns, error)
 
 
 def emit_turn(
@@ -203,6 +201,11 @@ def emit_turn(
         )
     finally:
         _Ids.forced.reset(token)
+    _end(span, start_ns, end_ns, error)
+
+
+def _end(span: Any, start_ns: int, end_ns: int, error: str | None) -> None:
+    """End a span recorded after the fact (clock skew never makes it negative)."""
     if error is not None:
         span.set_status(Status(StatusCode.ERROR, error[:500]))
     span.end(end_time=max(end_ns, start_ns))

@@ -394,7 +394,6 @@ def _profile_tokens(profile: Profile) -> int:
 def _over_budget(claimed: Claimed, estimate: int) -> Stop | None:
     """Refuse the next model call when it would cross a budget: a turn limit
     fails the turn, a session limit pauses the session (agents/budgets.py)."""
-    assert claimed.limits is not None
     exceeded = budgets.check(claimed.limits, _spend(claimed), timezone.now(), estimate)
     if exceeded is None:
         return None
@@ -407,7 +406,6 @@ def _over_budget(claimed: Claimed, estimate: int) -> Stop | None:
 
 
 def _max_tokens(claimed: Claimed, estimate: int) -> int:
-    assert claimed.limits is not None
     default = settings.AGENTDESK_MODEL_MAX_TOKENS
     return budgets.output_allowance(claimed.limits, _spend(claimed), estimate, default)
 

@@ -82,7 +82,7 @@ class Claimed:
     turn_id: int
     turn_number: int
     started_by_id: int | None
-    max_turn_steps: int
+    limits: Limits  # the session's budgets (agents/budgets.py), read by the claim
     turn_steps: int
     transcript: list[dict[str, Any]]  # rows in position order: {"role", "content"}
     calls: list[CallState]  # tool calls of the last assistant message, in order
@@ -91,9 +91,8 @@ class Claimed:
     in_flight_at_claim: set[int] = field(default_factory=set)
     cancel_requested: bool = False
     turn_done: bool = False
-    # Budgets (agents/budgets.py): the limits, and the spend so far, kept in
-    # step with what this owner records, so the check before a call is free.
-    limits: Limits | None = None
+    # Budgets: the spend so far, kept in step with what this owner records,
+    # so the check before a call is free.
     turn_started_at: datetime | None = None
     turn_tokens: int = 0
     turn_cost_micros: int = 0

@@ -170,7 +170,6 @@ def _load(runtime: SessionRuntime, turn: Turn, recovered: bool) -> Claimed:
         turn_id=turn.id,
         turn_number=turn.number,
         started_by_id=turn.started_by_id,
-        max_turn_steps=session.max_turn_steps,
         turn_steps=runtime.turn_steps,
         transcript=transcript,
         calls=calls,
