@@ -1,0 +1,42 @@
+"""The event publisher when Redis is away: the batch is dropped with a
+warning (viewers catch up from Postgres by seq), the thread lives on, and a
+step never waits for it."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+
+from agents import events
+from tests.processes import wait_for
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]  # closed again when the block ends
+
+
+def test_a_batch_redis_refuses_is_dropped_with_a_warning_and_the_thread_goes_on(settings, caplog):
+    settings.REDIS_URL = f"redis://127.0.0.1:{_closed_port()}/0"
+    caplog.set_level(logging.WARNING, logger="agents.events")
+    publisher = events._Publisher()
+    event = {"seq": 1, "kind": "turn.started", "turn_id": 1, "data": {}, "actor": "t"}
+
+    started = time.monotonic()
+    publisher.submit("session.events", 1, [event])
+    assert time.monotonic() - started < 0.05  # submitting never touches Redis
+
+    wait_for(
+        lambda: any("could not publish" in r.getMessage() for r in caplog.records),
+        timeout=10,
+        what="the publisher's warning",
+    )
+    publisher.submit("session.events", 1, [{**event, "seq": 2}])
+    wait_for(
+        lambda: sum("could not publish" in r.getMessage() for r in caplog.records) >= 2,
+        timeout=10,
+        what="a second batch tried after the first failed",
+    )
+    assert publisher.thread.is_alive() and publisher.queue.empty()
