@@ -41,10 +41,18 @@ class EventSpec:
     data: dict[str, Any] = field(default_factory=dict)
     turn_id: int | None = None
     actor: str = ""
+    # The transcript row this event adds, if any (agents.models.Event).
+    position: int | None = None
+    role: str = ""
+    content: Any = None
 
 
-def append(runtime: SessionRuntime, specs: list[EventSpec]) -> list[Event]:
-    """Append events for a session whose runtime row the caller has locked."""
+def append(
+    runtime: SessionRuntime, specs: list[EventSpec], *, save_seq: bool = True
+) -> list[Event]:
+    """Append events for a session whose runtime row the caller has locked.
+    `save_seq=False`: the caller saves the runtime row (with its new
+    last_seq) itself, later in the same transaction."""
     now = timezone.now()
     events = []
     for spec in specs:
@@ -58,12 +66,16 @@ def append(runtime: SessionRuntime, specs: list[EventSpec]) -> list[Event]:
                 data=spec.data,
                 actor=spec.actor,
                 created_at=now,
+                position=spec.position,
+                role=spec.role,
+                content=spec.content,
             )
         )
     Event.objects.bulk_create(events)
-    SessionRuntime.objects.filter(pk=runtime.session_id).update(
-        last_seq=runtime.last_seq, updated_at=now
-    )
+    if save_seq:
+        SessionRuntime.objects.filter(pk=runtime.session_id).update(
+            last_seq=runtime.last_seq, updated_at=now
+        )
     payload = [event_payload(e) for e in events]
     transaction.on_commit(lambda: publish(runtime.session_id, payload))
     return events
@@ -78,6 +90,8 @@ def event_payload(event: Event, extra: dict[str, Any] | None = None) -> dict[str
         "actor": event.actor,
         "at": event.created_at.isoformat(),
     }
+    if event.position is not None:
+        body["position"] = event.position
     if extra:
         body.update(extra)
     return body

@@ -56,8 +56,7 @@ def session_fork(*, session_id: int, upto: int, user: AbstractBaseUser) -> Sessi
         rows = list(
             Message.objects.filter(session_id=session_id, position__lt=upto).order_by("position")
         )
-        turns = Turn.objects.filter(session_id=session_id).values("id")  # calls: by turn index
-        calls = list(ToolCall.objects.filter(turn_id__in=turns).order_by("id"))
+        calls = list(ToolCall.objects.filter(session_id=session_id).order_by("id"))
     cut = max((n for n in complete_positions([(r.position, r.content) for r in rows])), default=0)
     if cut == 0:
         raise Invalid("nothing complete to fork before that position")
@@ -109,22 +108,24 @@ def _create_fork(
             started_at=now,
             finished_at=now,
         )
-        Message.objects.bulk_create(
-            Message(
-                session_id=fork.id,
-                position=r.position,
-                turn_id=turn.id,
-                role=r.role,
-                content=r.content,
-                created_at=r.created_at,
-            )
-            for r in rows
-        )
         ToolCall.objects.bulk_create(
             _copy_call(c, fork, turn) for c in calls if c.tool_use_id in uses
         )
         data = {"from": source.key, "from_id": source.id, "upto": len(rows), "by": who}
-        events.append(runtime, [EventSpec("session.forked", data, turn.id, who)])
+        specs = [EventSpec("session.forked", data, turn.id, who)]
+        specs.extend(  # transcript rows are events (agents.models.Event)
+            EventSpec(
+                "transcript.copied",
+                {"from_position": r.position},
+                turn.id,
+                who,
+                position=r.position,
+                role=r.role,
+                content=r.content,
+            )
+            for r in rows
+        )
+        events.append(runtime, specs)
     return fork
 
 

@@ -1,19 +1,21 @@
 """Durable state of agent sessions: sessions, turns, transcript, tool calls, events.
 
 Statuses change in exactly one place each (agents/runtime/transitions.py and
-the raw statements of agents/runtime/store.py); the CheckConstraints here are
+the raw statements of agents/runtime/store/hot.py); the CheckConstraints here are
 the database's backstop against anything else.
 
 The hot path (one agent step = two commits) writes these tables with a few
-hand-written statements in agents/runtime/store.py; everything else uses the
+hand-written statements in agents/runtime/store/hot.py; everything else uses the
 ORM. Column names here are therefore part of that module's contract.
 
-NO_FK_CHECK: the append-only rows the engine writes on every step (Message,
-Event, ToolCall) reference their session and turn without a database
-foreign-key constraint. Each checked insert would run a referential-integrity
-query that also takes (and WAL-logs) a KEY SHARE lock on the session row; the
-engine only writes these rows while holding that session's lock, so the
-reference cannot dangle. Deleting a session still cascades through the ORM.
+NO_FK_CHECK: the rows written on every step or turn (Event, which carries
+the transcript; ToolCall; Turn) and the runtime row reference their session
+(and turn) without a database foreign-key constraint. Each checked insert
+would run a referential-integrity query that also takes (and WAL-logs) a KEY
+SHARE lock on the session row; these rows are only written while holding
+that session's lock (the runtime row with the session, in one transaction),
+so the reference cannot dangle. Deleting a session still cascades through
+the ORM.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from django.conf import settings
 from django.contrib.postgres.indexes import BrinIndex
 from django.db import models
 from django.db.models import Q
+
+from agents.fields import CompactJSONField
 
 
 def _status_constraint(name: str, choices: type[models.TextChoices]) -> models.CheckConstraint:
@@ -102,7 +106,7 @@ class Session(models.Model):
         INTERRUPT = "interrupt"
         REJECT = "reject"
 
-    key = models.CharField(max_length=200, unique=True)
+    key = models.CharField(max_length=200)  # unique: see Meta
     profile = models.CharField(max_length=64, default="support_triage")
     status = models.CharField(
         max_length=24, choices=SessionStatus.choices, default=SessionStatus.IDLE
@@ -111,7 +115,10 @@ class Session(models.Model):
         max_length=12, choices=MessagePolicy.choices, default=MessagePolicy.QUEUE
     )
     title = models.CharField(max_length=300, blank=True)
-    customer = models.CharField(max_length=200, blank=True, db_index=True)
+    # Not indexed: read by equality only when an admin starts a bulk job for
+    # a customer (agents/jobs.py), while an index would be written on every
+    # session status change (twice per turn, non-HOT).
+    customer = models.CharField(max_length=200, blank=True)
     context = models.JSONField(default=dict, blank=True)  # ticket / customer facts
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -137,9 +144,17 @@ class Session(models.Model):
     )
 
     class Meta:
-        constraints = [_status_constraint("session_status_valid", SessionStatus)]
-        # The desk lists sessions per status, most recently active first.
-        indexes = [models.Index(fields=["status", "-updated_at"], name="session_status_idx")]
+        constraints = [
+            _status_constraint("session_status_valid", SessionStatus),
+            # A constraint rather than unique=True: no LIKE twin, which every
+            # status change would write too (key prefixes are only searched by
+            # forks, rarely, in agents/forks.py).
+            models.UniqueConstraint(fields=["key"], name="session_key_unique"),
+        ]
+        indexes = [
+            # The desk lists sessions per status, most recently active first.
+            models.Index(fields=["status", "-updated_at"], name="session_status_idx"),
+        ]
         permissions = [
             ("operate_session", "Can post to, cancel and resume agent sessions"),
             ("view_history", "Can read and export a session's full history"),
@@ -166,8 +181,12 @@ class SessionRuntime(models.Model):
     session's turns, transcript, tool calls, approvals or events.
     """
 
-    session = models.OneToOneField(
-        Session, on_delete=models.CASCADE, primary_key=True, related_name="runtime"
+    session = models.OneToOneField(  # no database constraint: see NO_FK_CHECK
+        Session,
+        on_delete=models.CASCADE,
+        primary_key=True,
+        related_name="runtime",
+        db_constraint=False,
     )
     # Fencing token: bumped by every claim. A record statement applies only
     # while the fence it carries is still current, so a worker that lost its
@@ -213,7 +232,9 @@ class Turn(models.Model):
         SCHEDULED = "scheduled"
         API = "api"
 
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="turns")
+    session = models.ForeignKey(  # no database constraint: see NO_FK_CHECK
+        Session, on_delete=models.CASCADE, related_name="turns", db_constraint=False
+    )
     number = models.PositiveIntegerField()
     status = models.CharField(
         max_length=24, choices=TurnStatus.choices, default=TurnStatus.ACCEPTED
@@ -252,16 +273,19 @@ class Turn(models.Model):
 class Message(models.Model):
     """One entry of a session's transcript, in Anthropic content-block form.
 
-    Append-only: a step adds rows, nothing rewrites them. Each tool result is
-    its own row (role "user", one tool_result block); consecutive user rows are
-    merged into one message when a request is built, which is what the
-    Messages API wants, while each result is stored exactly once.
+    A read-only view (`agents_message`) over the events that carry a
+    transcript row (`Event.position` set): the step that produced a row and
+    the row are one durable record, written once (see Event). Append-only:
+    a step adds rows, nothing rewrites them. Each tool result is its own row
+    (role "user", one tool_result block); consecutive user rows are merged
+    into one message when a request is built, which is what the Messages API
+    wants, while each result is stored exactly once. Write rows as events
+    (agents.events.EventSpec with a `row`), never through this model.
     """
 
     pk = models.CompositePrimaryKey("session", "position")
-    # The primary key's index already starts with session_id.
     session = models.ForeignKey(  # no database constraint: see NO_FK_CHECK
-        Session, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
+        Session, on_delete=models.DO_NOTHING, related_name="+", db_constraint=False
     )
     position = models.IntegerField()
     turn_id = models.BigIntegerField()
@@ -270,6 +294,7 @@ class Message(models.Model):
     created_at = models.DateTimeField()
 
     class Meta:
+        managed = False  # a view: migration 0008
         ordering = ["session_id", "position"]
 
     def __str__(self) -> str:
@@ -283,7 +308,7 @@ class ToolCall(models.Model):
 
     # A call in one of these has its tool_result in the transcript.
 
-    # No index of its own: calls are found through their turn.
+    # Indexed once, by (session, tool_use_id): see Meta.
     session = models.ForeignKey(  # no database constraint: see NO_FK_CHECK
         Session,
         on_delete=models.CASCADE,
@@ -291,13 +316,18 @@ class ToolCall(models.Model):
         db_index=False,
         db_constraint=False,
     )
-    turn = models.ForeignKey(
-        Turn, on_delete=models.CASCADE, related_name="tool_calls", db_constraint=False
+    turn = models.ForeignKey(  # no index: a turn's calls are found by session
+        Turn,
+        on_delete=models.CASCADE,
+        related_name="tool_calls",
+        db_constraint=False,
+        db_index=False,
     )
     tool_use_id = models.CharField(max_length=100)
     # `<session key>:<tool_use_id>`: derived from durable data (the recorded
-    # model reply), so it is the same on every replay.
-    idempotency_key = models.CharField(max_length=320)  # unique: see Meta
+    # model reply), so it is the same on every replay. Unique because
+    # (session, tool_use_id) is (the session key is unique and never changes).
+    idempotency_key = models.CharField(max_length=320)
     name = models.CharField(max_length=128)
     kind = models.CharField(max_length=24)  # see agents/tools/base.py::Kind
     status = models.CharField(max_length=24, choices=ToolCallStatus.choices)
@@ -318,8 +348,12 @@ class ToolCall(models.Model):
     class Meta:
         constraints = [
             _status_constraint("toolcall_status_valid", ToolCallStatus),
-            # A constraint rather than unique=True: no second (LIKE) index.
-            models.UniqueConstraint(fields=["idempotency_key"], name="toolcall_key_unique"),
+            # The one index of the table besides its primary key, written on
+            # every step: the idempotency key's uniqueness, and the way to a
+            # session's (and, filtered, a turn's) calls.
+            models.UniqueConstraint(
+                fields=["session", "tool_use_id"], name="toolcall_session_use_unique"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -331,8 +365,12 @@ class Event(models.Model):
 
     Written in the same transaction as the state it describes; the one source
     for live pushes, replay after a reconnect, the timeline and the audit.
-    Large payloads (model text, tool output) are not copied here: events name
-    the transcript position or tool call they are about.
+
+    An event that adds a transcript row carries it (`position`, `role`,
+    `content`): a model reply is its `model.replied` event, a tool result its
+    `tool.finished`, a turn's input its `turn.started`. One row per fact, not
+    an event naming a transcript row written beside it: every step writes one
+    heap tuple and one index entry less. `Message` reads these rows.
     """
 
     pk = models.CompositePrimaryKey("session", "seq")
@@ -342,9 +380,13 @@ class Event(models.Model):
     seq = models.BigIntegerField()
     turn_id = models.BigIntegerField(null=True)
     kind = models.CharField(max_length=40)
-    data = models.JSONField(default=dict)
+    data = CompactJSONField(default=dict)  # `json`, not `jsonb`: see the field
     actor = models.CharField(max_length=150, blank=True)  # username or worker id
     created_at = models.DateTimeField()
+    # The transcript row this event adds, if any (see Message).
+    position = models.IntegerField(null=True, blank=True)
+    role = models.CharField(max_length=10, blank=True, default="", db_default="")
+    content = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["session_id", "seq"]

@@ -3,8 +3,8 @@
 A session is closed when it is idle, failed or canceled, has no open turn
 and no owner, and old when it was not updated for AGENTDESK_RETENTION_DAYS.
 Its turns, tool calls and approvals stay (they are small, and they are the
-audit of what the agent did); its transcript rows (agents_message) and
-events (agents_event) go, after being written as one gzip-compressed JSON
+audit of what the agent did); its events (agents_event), which carry its
+transcript rows (the agents_message view), go, after being written as one gzip-compressed JSON
 archive row (agents_sessionarchive), in the same transaction as the first
 delete batch. The archive is in the database on purpose: it is transactional
 with the delete (no orphan file, no lost rows), backed up with everything
@@ -53,9 +53,7 @@ class PruneReport:
 def prunable_sessions(*, days: int, now=None) -> QuerySet[Session]:
     """Closed sessions not updated for `days` that still have rows to prune."""
     cutoff = (now or timezone.now()) - timedelta(days=days)
-    has_rows = Exists(Event.objects.filter(session_id=OuterRef("pk"))) | Exists(
-        Message.objects.filter(session_id=OuterRef("pk"))
-    )
+    has_rows = Exists(Event.objects.filter(session_id=OuterRef("pk")))
     return (
         Session.objects.filter(status__in=CLOSED, updated_at__lt=cutoff, runtime__owner="")
         .exclude(turns__status__in=OPEN_TURN)
@@ -116,15 +114,11 @@ def session_prune(
                     report.archived_bytes += _archive(runtime, *upto)
             # Rows newer than the archive (none while the session stays closed)
             # are never deleted: the bounds come from the archive.
-            n_events = _delete_batch("agents_event", "seq", session_id, upto[1], batch_size)
-            n_messages = 0
-            if n_events < batch_size:
-                n_messages = _delete_batch(
-                    "agents_message", "position", session_id, upto[0] - 1, batch_size - n_events
-                )
+            # Transcript rows are events (agents.models.Event): they go together.
+            n_events, n_messages = _delete_batch(session_id, upto[1], batch_size)
         report.events += n_events
         report.messages += n_messages
-        if n_events + n_messages < batch_size:
+        if n_events < batch_size:
             return True
 
 
@@ -179,19 +173,22 @@ def _archive(runtime: SessionRuntime, upto_position: int, upto_seq: int) -> int:
     return len(packed)
 
 
-def _delete_batch(table: str, column: str, session_id: int, upto: int, limit: int) -> int:
-    if limit <= 0:
-        return 0
-    # The composite primary key (session_id, seq|position) finds the oldest
-    # `limit` rows of this session; one statement, one short transaction.
-    sql = (
-        f"DELETE FROM {table} WHERE session_id = %s AND {column} IN ("  # noqa: S608 (constants)
-        f"SELECT {column} FROM {table} WHERE session_id = %s AND {column} <= %s "
-        f"ORDER BY {column} LIMIT %s)"
-    )
+def _delete_batch(session_id: int, upto_seq: int, limit: int) -> tuple[int, int]:
+    """Delete the session's oldest `limit` events up to `upto_seq`, found
+    through the primary key (session_id, seq); one statement, one short
+    transaction. Returns (events, of which transcript rows)."""
+    sql = """
+        WITH gone AS (
+            DELETE FROM agents_event WHERE session_id = %s AND seq IN (
+                SELECT seq FROM agents_event WHERE session_id = %s AND seq <= %s
+                ORDER BY seq LIMIT %s)
+            RETURNING position)
+        SELECT count(*), count(position) FROM gone
+    """
     with connection.cursor() as cursor:
-        cursor.execute(sql, [session_id, session_id, upto, limit])
-        return cursor.rowcount
+        cursor.execute(sql, [session_id, session_id, upto_seq, limit])
+        n_events, n_rows = cursor.fetchone()
+    return n_events, n_rows
 
 
 def archive_read(archive: SessionArchive) -> dict:

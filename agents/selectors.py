@@ -35,7 +35,10 @@ def sessions_for_user(*, user: AbstractBaseUser) -> QuerySet[Session]:
 
 
 def events_after(*, session_id: int, seq: int = 0, limit: int = 1000) -> QuerySet[Event]:
-    return Event.objects.filter(session_id=session_id, seq__gt=seq).order_by("seq")[:limit]
+    # Transcript rows ride on some events; the timeline and replay show the
+    # event, the transcript is read through Message.
+    rows = Event.objects.filter(session_id=session_id, seq__gt=seq).defer("content")
+    return rows.order_by("seq")[:limit]
 
 
 # --- The sessions list -----------------------------------------------------------
@@ -119,7 +122,9 @@ def session_detail(
     turns.reverse()
     earlier_turns = turns[0].number - 1 if turns else 0
     views = turn_views(session_id=session.id, turns=turns)
-    events = list(Event.objects.filter(session=session).order_by("-seq")[:max_events])
+    events = list(
+        Event.objects.filter(session=session).defer("content").order_by("-seq")[:max_events]
+    )
     events.reverse()
     earlier = events[0].seq - 1 if events else 0
     return SessionView(session, runtime, runtime.last_seq, views, earlier_turns, events, earlier)
@@ -264,7 +269,8 @@ def history_events(
 ) -> QuerySet[Event]:
     """A session's event log in seq order, optionally only some kinds
     (`turn` matches every `turn.*`)."""
-    rows = Event.objects.filter(session_id=session_id, seq__gt=after).order_by("seq")
+    rows = Event.objects.filter(session_id=session_id, seq__gt=after).defer("content")
+    rows = rows.order_by("seq")
     wanted = Q()
     for kind in kinds:
         wanted |= Q(kind=kind) | Q(kind__startswith=f"{kind}.")
@@ -299,9 +305,7 @@ def history_approvals(*, session_id: int) -> list[Approval]:
 
 
 def history_tool_calls(*, session_id: int) -> list[ToolCall]:
-    # Through its turns: tool calls have no index on session_id.
-    turns = Turn.objects.filter(session_id=session_id).values("id")
-    return list(ToolCall.objects.filter(turn_id__in=turns).order_by("id"))
+    return list(ToolCall.objects.filter(session_id=session_id).order_by("id"))
 
 
 # --- Follow-ups, jobs, storage (issue 5) -------------------------------------------------

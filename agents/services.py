@@ -90,8 +90,9 @@ def message_post(
         if session.status != Session.Status.RUNNING and not active:
             session.status = Session.Status.RUNNING
             session.save(update_fields=["status", "updated_at"])
-        data = {"number": number, "trigger": trigger, "text": text[:20_000]}
-        data["queued"] = bool(active) and policy == Session.MessagePolicy.QUEUE
+        data = {"number": number, "trigger": trigger}  # the text is the turn's input
+        if active and policy == Session.MessagePolicy.QUEUE:
+            data["queued"] = True
         specs.append(EventSpec("turn.accepted", data, turn.id, _actor(user, trigger)))
         events.append(runtime, specs)
         dispatch.enqueue_on_commit(session.id)
@@ -191,7 +192,8 @@ def resume_if_unblocked(
     turn = Turn.objects.get(pk=turn_id)
     if turn.status != T.WAITING:
         return
-    if ToolCall.objects.filter(turn=turn, status__in=[C.WAITING, C.IN_DOUBT]).exists():
+    calls = ToolCall.objects.filter(session_id=turn.session_id, turn=turn)  # the session's index
+    if calls.filter(status__in=[C.WAITING, C.IN_DOUBT]).exists():
         return
     store.move_turn(turn, T.RESUMING)
     session = runtime.session

@@ -124,7 +124,7 @@ def busy_session(turns: int, key: str):
     runtime writes: 8 transcript rows, 3 tool calls (one approved)."""
     from django.utils import timezone
 
-    from agents.models import Event, Message, Session, SessionRuntime, ToolCall, Turn
+    from agents.models import Event, Session, SessionRuntime, ToolCall, Turn
     from approvals.models import Approval, arguments_hash
 
     now = timezone.now()
@@ -149,11 +149,12 @@ def busy_session(turns: int, key: str):
         )
         for n in range(turns)
     )
-    messages, calls, events, pos, seq = [], [], [], 0, 0
+    calls, events, pos, seq = [], [], 0, 0
     names = ["lookup_customer", "lookup_order", "issue_refund"]
 
-    def event(kind, turn, data):
-        nonlocal seq
+    def event(kind, turn, data, role="", content=None):
+        """An event; with `content`, the transcript row it adds (as the runtime writes)."""
+        nonlocal seq, pos
         seq += 1
         events.append(
             Event(
@@ -164,53 +165,24 @@ def busy_session(turns: int, key: str):
                 data=data,
                 actor="w1",
                 created_at=now,
+                position=pos if content is not None else None,
+                role=role,
+                content=content,
             )
         )
+        if content is not None:
+            pos += 1
 
     for turn in made:
         event("turn.accepted", turn, {"number": turn.number, "trigger": "customer_message"})
-        messages.append(
-            Message(
-                session=session,
-                position=pos,
-                turn_id=turn.id,
-                role="user",
-                content=[{"type": "text", "text": turn.input}],
-                created_at=now,
-            )
-        )
-        event("turn.started", turn, {"number": turn.number, "position": pos})
-        pos += 1
+        text = [{"type": "text", "text": turn.input}]
+        event("turn.started", turn, {"number": turn.number}, "user", text)
         for i, name in enumerate(names):
             use_id = f"toolu_{turn.number}_{i}"
             args = (
                 {"order_id": "ORD-1002", "amount_cents": 18900}
                 if name == "issue_refund"
                 else {"order_id": "ORD-1002"}
-            )
-            messages.append(
-                Message(
-                    session=session,
-                    position=pos,
-                    turn_id=turn.id,
-                    role="assistant",
-                    content=[
-                        {"type": "text", "text": f"Step {i + 1}: I will call {name} now. " * 3},
-                        {"type": "tool_use", "id": use_id, "name": name, "input": args},
-                    ],
-                    created_at=now,
-                )
-            )
-            event(
-                "model.replied",
-                turn,
-                {
-                    "position": pos,
-                    "stop_reason": "tool_use",
-                    "usage": {"input": 1000, "output": 75},
-                    "ms": 800,
-                    "tool_calls": [{"tool_use_id": use_id, "name": name, "status": "running"}],
-                },
             )
             calls.append(
                 ToolCall(
@@ -230,25 +202,22 @@ def busy_session(turns: int, key: str):
                     finished_at=now,
                 )
             )
-            pos += 1
-            messages.append(
-                Message(
-                    session=session,
-                    position=pos,
-                    turn_id=turn.id,
-                    role="user",
-                    content=[
-                        {
-                            "type": "tool_result",
-                            "tool_use_id": use_id,
-                            "content": json.dumps(
-                                {"ok": True, "order": "ORD-1002", "items": ["grinder"] * 5}
-                            ),
-                        }
-                    ],
-                    created_at=now,
-                )
+            event(
+                "model.replied",
+                turn,
+                {
+                    "stop_reason": "tool_use",
+                    "usage": {"input": 1000, "output": 75},
+                    "ms": 800,
+                    "tool_calls": [{"name": name}],
+                },
+                "assistant",
+                [
+                    {"type": "text", "text": f"Step {i + 1}: I will call {name} now. " * 3},
+                    {"type": "tool_use", "id": use_id, "name": name, "input": args},
+                ],
             )
+            result = json.dumps({"ok": True, "order": "ORD-1002", "items": ["grinder"] * 5})
             event(
                 "tool.finished",
                 turn,
@@ -258,36 +227,23 @@ def busy_session(turns: int, key: str):
                     "status": "succeeded",
                     "ms": 40,
                     "attempt": 1,
-                    "position": pos,
                 },
+                "user",
+                [{"type": "tool_result", "tool_use_id": use_id, "content": result}],
             )
-            pos += 1
-        messages.append(
-            Message(
-                session=session,
-                position=pos,
-                turn_id=turn.id,
-                role="assistant",
-                content=[
-                    {"type": "text", "text": "Done: refunded and replied to the customer. " * 4}
-                ],
-                created_at=now,
-            )
-        )
         event(
             "model.replied",
             turn,
             {
-                "position": pos,
                 "stop_reason": "end_turn",
                 "usage": {"input": 1000, "output": 75},
                 "ms": 800,
                 "tool_calls": [],
             },
+            "assistant",
+            [{"type": "text", "text": "Done: refunded and replied to the customer. " * 4}],
         )
-        pos += 1
         event("turn.succeeded", turn, {"number": turn.number})
-    Message.objects.bulk_create(messages)
     ToolCall.objects.bulk_create(calls)
     Event.objects.bulk_create(events)
     approvals = [

@@ -30,9 +30,9 @@ R = int(os.environ.get("BENCH_PROFILE_R", "80"))
 
 def statement_kind(sql: str) -> str:
     text = " ".join(sql.split())
-    if "INSERT INTO agents_message" in text and "jsonb_to_recordset" in text:
+    if "INSERT INTO agents_event" in text and "jsonb_to_recordset" in text:
         return "record_reply (CTE)"
-    if "INSERT INTO agents_message" in text and "WITH s AS" in text:
+    if "INSERT INTO agents_event" in text and "WITH s AS" in text:
         return "record_tool_result (CTE)"
     if "pg_try_advisory_lock" in text:
         return "advisory lock"

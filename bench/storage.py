@@ -24,7 +24,8 @@ import time
 from urllib.parse import urlsplit, urlunsplit
 
 DB_NAME = "agentdesk_bench_storage"
-TABLES = ("agents_message", "agents_event", "agents_toolcall", "agents_turn", "agents_session")
+# agents_message is a view over agents_event (transcript rows are events).
+TABLES = ("agents_event", "agents_toolcall", "agents_turn", "agents_session")
 TABLES += ("agents_sessionruntime", "agents_sessionarchive")
 
 
@@ -108,7 +109,7 @@ def _print(label: str, rows: dict[str, tuple[int, int]], disk: dict[str, int], n
     )
     if steps:
         print(f"  per step ({steps} steps): {total_rows / steps:,.1f} row bytes")
-        for table in ("agents_message", "agents_event", "agents_toolcall"):
+        for table in ("agents_event", "agents_toolcall"):
             print(f"    {table}: {rows[table][1] / steps:,.1f}")
 
 

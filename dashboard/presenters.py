@@ -84,7 +84,8 @@ def editable_json(value: Any) -> str:
 
 
 def _calls(data: dict[str, Any]) -> str:
-    names = [c.get("name", "?") for c in data.get("tool_calls") or []]
+    calls = data.get("tool_calls") or []  # names; older events: {"name": ...} each
+    names = [c.get("name", "?") if isinstance(c, dict) else str(c) for c in calls]
     return f"; asks for {', '.join(names)}" if names else ""
 
 
@@ -115,8 +116,14 @@ def event_summary(kind: str, data: dict[str, Any] | None) -> str:
         again = ", re-issued after a crash" if d.get("reissued") else ""
         return (
             f"{d.get('name', 'tool')} {d.get('status', '')} in {d.get('ms', 0)} ms "
-            f"(attempt {d.get('attempt', '?')}{again})"
+            f"(attempt {d.get('attempt', 1)}{again})"
         )
+    if kind == "tool.closed":
+        return f"{d.get('name', 'tool')} closed with the turn ({d.get('status', '')})"
+    if kind == "transcript.copied":
+        return f"Transcript row {d.get('from_position', '')} copied from the original"
+    if kind == "transcript.row":
+        return "Transcript row (recorded before transcript rows were events)"
     if kind == "tool.in_doubt":
         return f"{d.get('name', 'tool')} is in doubt: {d.get('note', '')}"
     if kind == "tool.resolved":

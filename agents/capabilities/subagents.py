@@ -77,7 +77,10 @@ def delegate_tool(profile: str) -> Tool:
 def _delegate(profile: str, ctx: ToolContext, arguments: dict[str, Any]) -> ToolOutput:
     from capabilities.models import SubagentLink
 
-    call = ToolCall.objects.select_related("session").get(idempotency_key=ctx.idempotency_key)
+    tool_use_id = ctx.idempotency_key.removeprefix(f"{ctx.session_key}:")
+    call = ToolCall.objects.select_related("session").get(
+        session__key=ctx.session_key, tool_use_id=tool_use_id
+    )
     link = SubagentLink.objects.select_related("child_session").filter(parent_call=call).first()
     if link is None:
         link = _start_child(call, profile, arguments)

@@ -78,6 +78,11 @@ def _drive(session_id: int) -> None:
             return
         if stop is Stop.TURN_ENDED:  # answer a parent, cancel unwanted children
             subagents.turn_ended(claimed)
+            if claimed.turn_queued is False:
+                # The commit that ended the turn released the session and saw
+                # no queued turn; one posted since is found by advance()'s
+                # look after the lock is released.
+                return
         if stop is Stop.SLICE_OVER:
             store.release(claimed)
             dispatch.enqueue(session_id)
@@ -165,8 +170,12 @@ def _record(
     edited = _edited_note(claimed, call)
     if edited:
         content = f"{edited}\n{content}"
+    # Written on every step: what the desk's timeline shows and the audit
+    # needs, nothing the turn already says (its profile is on turn.started).
     data: dict[str, Any] = {"tool_use_id": call.tool_use_id, "name": call.name}
-    data.update(status=outcome.status, ms=ms, attempt=call.attempts, profile=claimed.profile)
+    data.update(status=outcome.status, ms=ms)
+    if call.attempts > 1:  # the first attempt goes without saying
+        data["attempt"] = call.attempts
     if outcome.external_id:
         data["external_id"] = outcome.external_id
     if outcome.is_error:  # the audit says why without opening the transcript
@@ -240,11 +249,13 @@ def _record_reply(claimed: Claimed, profile: Profile, reply: ModelReply, ms: int
     finish = not reply.tool_uses
     # Names only: ids, inputs and statuses are on the tool call rows; every
     # byte here is written on every step.
-    summary = [{"name": c["name"]} for c in calls]
+    summary = [c["name"] for c in calls]
     usage = {"input": reply.input_tokens, "output": reply.output_tokens}
     data = {"stop_reason": reply.stop_reason, "usage": usage, "ms": ms, "tool_calls": summary}
     cost = budgets.cost_micros(reply.model, reply.input_tokens, reply.output_tokens)
-    data.update(model=reply.model, cost_micros=cost)
+    data["model"] = reply.model
+    if cost:  # no price configured for the model: nothing to add up
+        data["cost_micros"] = cost
     event_list: list[dict[str, Any]] = [{"kind": "model.replied", "data": data}]
     for approval in approvals:
         event_list.append(

@@ -91,6 +91,9 @@ class Claimed:
     in_flight_at_claim: set[int] = field(default_factory=set)
     cancel_requested: bool = False
     turn_done: bool = False
+    # Set when the reply that ended the turn was recorded: whether another
+    # turn was queued then (None: not known, claim again to find out).
+    turn_queued: bool | None = None
     # Budgets: the spend so far, kept in step with what this owner records,
     # so the check before a call is free.
     turn_started_at: datetime | None = None

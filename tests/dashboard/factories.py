@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from agents import events
 from agents.events import EventSpec
-from agents.models import Message, Session, SessionRuntime, ToolCall, Turn
+from agents.models import Session, SessionRuntime, ToolCall, Turn
 from agents.runtime import store
 from approvals.models import Approval, arguments_hash
 
@@ -78,22 +78,6 @@ def turn(
     )
     runtime = SessionRuntime.objects.get(pk=owner.pk)
     base = runtime.transcript_len
-    Message.objects.create(
-        session=owner,
-        position=base,
-        turn_id=made.id,
-        role="user",
-        content=[{"type": "text", "text": text}],
-        created_at=now,
-    )
-    Message.objects.create(
-        session=owner,
-        position=base + 1,
-        turn_id=made.id,
-        role="assistant",
-        content=[{"type": "text", "text": reply}],
-        created_at=now,
-    )
     SessionRuntime.objects.filter(pk=owner.pk).update(
         transcript_len=base + 2, input_tokens=1200, output_tokens=80
     )
@@ -103,18 +87,23 @@ def turn(
         EventSpec(
             "turn.accepted", {"number": number, "trigger": trigger, "text": text}, made.id, "system"
         ),
-        EventSpec("turn.started", {"number": number, "position": base}, made.id, "w1"),
         EventSpec(
-            "model.replied",
-            {
-                "position": base + 1,
-                "stop_reason": "end_turn",
-                "usage": usage,
-                "ms": 900,
-                "tool_calls": [],
-            },
+            "turn.started",
+            {"number": number},
             made.id,
             "w1",
+            position=base,
+            role="user",
+            content=[{"type": "text", "text": text}],
+        ),
+        EventSpec(
+            "model.replied",
+            {"stop_reason": "end_turn", "usage": usage, "ms": 900, "tool_calls": []},
+            made.id,
+            "w1",
+            position=base + 1,
+            role="assistant",
+            content=[{"type": "text", "text": reply}],
         ),
         EventSpec(f"turn.{status}", {"number": number}, made.id, "w1"),
     )
@@ -151,25 +140,6 @@ def parked_call(
     runtime = SessionRuntime.objects.get(pk=owner.pk)
     base = runtime.transcript_len
     use_id = f"toolu_{next(_numbers)}"
-    Message.objects.create(
-        session=owner,
-        position=base,
-        turn_id=made.id,
-        role="user",
-        content=[{"type": "text", "text": text}],
-        created_at=now,
-    )
-    Message.objects.create(
-        session=owner,
-        position=base + 1,
-        turn_id=made.id,
-        role="assistant",
-        content=[
-            {"type": "text", "text": reasoning},
-            {"type": "tool_use", "id": use_id, "name": name, "input": arguments},
-        ],
-        created_at=now,
-    )
     in_doubt = call_status == ToolCall.Status.IN_DOUBT
     call = ToolCall.objects.create(
         session=owner,
@@ -199,18 +169,31 @@ def parked_call(
             made.id,
             "system",
         ),
-        EventSpec("turn.started", {"number": number, "position": base}, made.id, "w1"),
+        EventSpec(
+            "turn.started",
+            {"number": number},
+            made.id,
+            "w1",
+            position=base,
+            role="user",
+            content=[{"type": "text", "text": text}],
+        ),
         EventSpec(
             "model.replied",
             {
-                "position": base + 1,
                 "stop_reason": "tool_use",
                 "usage": {"input": 900, "output": 60},
                 "ms": 700,
-                "tool_calls": [{"tool_use_id": use_id, "name": name, "status": call_status}],
+                "tool_calls": [{"name": name}],
             },
             made.id,
             "w1",
+            position=base + 1,
+            role="assistant",
+            content=[
+                {"type": "text", "text": reasoning},
+                {"type": "tool_use", "id": use_id, "name": name, "input": arguments},
+            ],
         ),
     ]
     if in_doubt:

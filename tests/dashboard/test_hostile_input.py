@@ -4,11 +4,13 @@ htmx partials and WebSocket pushes alike."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
 
+from agents.events import EventSpec
 from agents.models import Message, ToolCall
 from config.asgi import application
 from tests.dashboard import factories
@@ -55,14 +57,9 @@ def hostile(db, carol):
         arguments={"order_id": XSS},
         call_status="in_doubt",
     )
-    Message.objects.create(
-        session=finished.session,
-        position=9,
-        turn_id=finished.turn_id,
-        role="user",
-        content=[{"type": "tool_result", "tool_use_id": finished.tool_use_id, "content": XSS}],
-        created_at=finished.created_at,
-    )
+    result = [{"type": "tool_result", "tool_use_id": finished.tool_use_id, "content": XSS}]
+    spec = EventSpec("tool.closed", {"name": XSS}, finished.turn_id, "w1")
+    factories.append(finished.session_id, replace(spec, position=9, role="user", content=result))
     ToolCall.objects.filter(pk=finished.pk).update(result_position=9, output=XSS)
     return owner, call, finished
 

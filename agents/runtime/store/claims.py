@@ -16,7 +16,15 @@ from django.utils import timezone
 from agents import events
 from agents.budgets import Limits
 from agents.events import EventSpec
-from agents.models import MemorySnapshot, Message, Session, SessionRuntime, ToolCall, Turn
+from agents.models import (
+    Event,
+    MemorySnapshot,
+    Message,
+    Session,
+    SessionRuntime,
+    ToolCall,
+    Turn,
+)
 from agents.runtime.state import CallState, Claimed
 from agents.runtime.store.lock import lock_session
 from agents.runtime.store.transitions import (
@@ -46,7 +54,7 @@ def claim(session_id: int, owner: str) -> Claimed | None:
         recovered = bool(runtime.owner)
         if recovered:
             runtime.step_attempts += 1
-            stalled = (timezone.now() - runtime.updated_at).total_seconds()
+            stalled = (timezone.now() - _last_progress(runtime)).total_seconds()
             specs.append(
                 EventSpec(
                     "recovery",
@@ -66,9 +74,9 @@ def claim(session_id: int, owner: str) -> Claimed | None:
             turn = None
         if turn is None:
             runtime.owner = ""
+        if specs:  # seqs from runtime.last_seq, saved with the claim below
+            events.append(runtime, specs, save_seq=False)
         runtime.save()
-        if specs:
-            events.append(runtime, specs)
         if turn is None:
             return None
         return _load(runtime, turn, recovered)
@@ -101,21 +109,14 @@ def _runnable_turn(runtime: SessionRuntime, specs: list[EventSpec], owner: str) 
 def _waits_on_human(runtime: SessionRuntime, turn: Turn) -> bool:
     if runtime.session.status == Session.Status.PAUSED:
         return True  # over a session budget: an admin raises it (store/budget.py)
-    return ToolCall.objects.filter(turn=turn, status__in=[C.WAITING, C.IN_DOUBT]).exists()
+    calls = ToolCall.objects.filter(session_id=turn.session_id, turn=turn)  # the session's index
+    return calls.filter(status__in=[C.WAITING, C.IN_DOUBT]).exists()
 
 
 def _start_turn(runtime: SessionRuntime, turn: Turn, specs: list[EventSpec], owner: str) -> None:
     now = timezone.now()
     move_turn(turn, T.RUNNING, started_at=now)
     position = runtime.transcript_len
-    Message.objects.create(
-        session_id=runtime.session_id,
-        position=position,
-        turn_id=turn.id,
-        role="user",
-        content=[{"type": "text", "text": turn.input}],
-        created_at=now,
-    )
     runtime.transcript_len += 1
     runtime.current_turn_id = turn.id
     runtime.cancel_requested = False
@@ -123,14 +124,30 @@ def _start_turn(runtime: SessionRuntime, turn: Turn, specs: list[EventSpec], own
     runtime.turn_steps = runtime.turn_input_tokens = runtime.turn_output_tokens = 0
     runtime.turn_cost_micros = 0
     set_session_status(runtime.session, Session.Status.RUNNING)
-    specs.append(
+    data = {"number": turn.number, "trigger": turn.trigger}
+    specs.append(  # the turn's input is its first transcript row
         EventSpec(
             "turn.started",
-            {"number": turn.number, "trigger": turn.trigger, "position": position},
+            data,
             turn.id,
             owner,
+            position=position,
+            role="user",
+            content=[{"type": "text", "text": turn.input}],
         )
     )
+
+
+def _last_progress(runtime: SessionRuntime):
+    """When the dead owner last committed: its last event (the hot path
+    leaves the runtime row's updated_at alone), or the claim."""
+    last = (
+        Event.objects.filter(session_id=runtime.session_id)
+        .order_by("-seq")
+        .values_list("created_at", flat=True)
+        .first()
+    )
+    return max(last, runtime.updated_at) if last is not None else runtime.updated_at
 
 
 def _load(runtime: SessionRuntime, turn: Turn, recovered: bool) -> Claimed:
@@ -153,10 +170,12 @@ def _load(runtime: SessionRuntime, turn: Turn, recovered: bool) -> Claimed:
     )
     calls: list[CallState] = []
     if last_assistant is not None:
-        # Through the turn's index (there is none on session_id); a reply of
-        # an earlier turn has every result already, so nothing of it can run.
+        # The calls the last reply asked for, by (session, tool_use_id); a
+        # reply of an earlier turn has every result already: nothing to run.
+        reply = transcript[last_assistant - base]["content"]
+        uses = [b["id"] for b in reply if b.get("type") == "tool_use"]
         call_rows = ToolCall.objects.filter(
-            turn_id=turn.id, session_id=runtime.session_id, message_position=last_assistant
+            session_id=runtime.session_id, tool_use_id__in=uses, turn_id=turn.id
         )
         calls = [CallState.from_row(c) for c in call_rows.order_by("id")]
     session = runtime.session

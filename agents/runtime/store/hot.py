@@ -1,15 +1,19 @@
 """The two statements of the hot path: one agent step = two commits.
 
-- `record_reply`: the model's reply becomes durable (transcript row, its tool
-  calls, their approvals, events) BEFORE any tool it asks for runs, so
+- `record_reply`: the model's reply becomes durable (its `model.replied`
+  event, which carries the transcript row; its tool calls, their approvals,
+  other events) BEFORE any tool it asks for runs, so
   tool_use ids, and the idempotency keys derived from them, never change on
   replay. The same statement marks the first tool call `running`: the
   durable record that it may have left the process.
-- `record_tool_result`: the result row, the call's final status, events,
-  and the next call marked `running` (record step k, claim step k+1).
+- `record_tool_result`: the `tool.finished` event carrying the result row,
+  the call's final status, and the next call marked `running` (record step
+  k, claim step k+1).
 
 Each is ONE SQL statement of data-modifying CTEs, sent on an autocommit
-connection: one round trip, one commit. Each starts by updating the session's
+connection: one round trip, one commit. They touch `updated_at` of the
+runtime row only when the turn ends: a step's time is its event's, and an
+unchanged column costs no WAL in a HOT update (the changed bytes are logged). Each starts by updating the session's
 runtime row `WHERE fence = <our token>`; when another claim has happened
 since ours, that matches nothing, every later CTE selects from it and so
 writes nothing, and the caller gets LostClaim. No read-before-write.
@@ -51,13 +55,10 @@ WITH s AS (
         cost_micros = cost_micros + %(cost)s,
         current_turn_id = CASE WHEN %(finish)s THEN NULL ELSE current_turn_id END,
         owner = CASE WHEN %(finish)s THEN '' ELSE owner END,
-        updated_at = now()
+        updated_at = CASE WHEN %(finish)s THEN now() ELSE updated_at END
     WHERE session_id = %(sid)s AND fence = %(fence)s
     RETURNING last_seq - %(n_events)s AS base, transcript_len - 1 AS pos, cancel_requested,
               turn_steps, turn_input_tokens, turn_output_tokens, turn_cost_micros
-), m AS (
-    INSERT INTO agents_message (session_id, position, turn_id, role, content, created_at)
-    SELECT %(sid)s, s.pos, %(turn)s, 'assistant', %(content)s::jsonb, now() FROM s
 ), tc AS (
     INSERT INTO agents_toolcall (session_id, turn_id, tool_use_id, idempotency_key, name, kind,
         status, input, output, is_error, external_id, attempts, message_position, created_at,
@@ -79,10 +80,14 @@ WITH s AS (
         detail text, tool_name text, arguments jsonb, arguments_hash text, reasoning text)
         ON a.tool_use_id = tc.tool_use_id
 ), e AS (
-    INSERT INTO agents_event (session_id, seq, turn_id, kind, data, actor, created_at)
-    SELECT %(sid)s, s.base + ev.ord, %(turn)s, ev.d->>'kind',
-        (ev.d->'data') || jsonb_build_object('position', s.pos), %(actor)s, now()
-    FROM s, jsonb_array_elements(%(events)s::jsonb) WITH ORDINALITY AS ev(d, ord)
+    -- The first event (model.replied) carries the reply's transcript row.
+    INSERT INTO agents_event (session_id, seq, turn_id, kind, data, actor, created_at,
+        position, role, content)
+    -- json, not jsonb: each event's data stays the compact text we sent.
+    SELECT %(sid)s, s.base + ev.ord, %(turn)s, ev.d->>'kind', ev.d->'data', %(actor)s, now(),
+        CASE WHEN ev.ord = 1 THEN s.pos END, CASE WHEN ev.ord = 1 THEN 'assistant' ELSE '' END,
+        CASE WHEN ev.ord = 1 THEN %(content)s::jsonb END
+    FROM s, json_array_elements(%(events)s::json) WITH ORDINALITY AS ev(d, ord)
 ), t AS (
     UPDATE agents_turn SET status = 'succeeded', finished_at = now(), steps = s.turn_steps,
         input_tokens = s.turn_input_tokens, output_tokens = s.turn_output_tokens,
@@ -96,7 +101,9 @@ WITH s AS (
     FROM s WHERE agents_session.id = %(sid)s AND %(finish)s
 )
 SELECT s.base, s.pos, s.cancel_requested,
-    (SELECT coalesce(jsonb_object_agg(tool_use_id, id), '{}'::jsonb) FROM tc)
+    (SELECT coalesce(jsonb_object_agg(tool_use_id, id), '{}'::jsonb) FROM tc),
+    %(finish)s AND EXISTS (
+        SELECT 1 FROM agents_turn q WHERE q.session_id = %(sid)s AND q.status = 'accepted')
 FROM s
 """
 
@@ -131,9 +138,12 @@ def record_reply(
         "started_by": claimed.started_by_id,
         "approval_ttl": settings.AGENTDESK_APPROVAL_TTL_S,
     }
-    base, position, cancel_requested, ids = _execute_one(RECORD_REPLY_SQL, params, claimed)
+    row = _execute_one(RECORD_REPLY_SQL, params, claimed)
+    base, position, cancel_requested, ids, queued = row
     ids = json.loads(ids) if isinstance(ids, str) else ids  # Django leaves jsonb as text
     claimed.cancel_requested = cancel_requested
+    if finish:  # no queued turn: the engine need not claim again to find none
+        claimed.turn_queued = queued
     claimed.turn_steps += 1
     claimed.transcript.append({"role": "assistant", "content": content})
     _publish(claimed, base, event_list, position, {"content": content})
@@ -145,8 +155,7 @@ WITH s AS (
     UPDATE agents_sessionruntime SET
         last_seq = last_seq + 1,
         transcript_len = transcript_len + 1,
-        step_attempts = 0,
-        updated_at = now()
+        step_attempts = 0
     WHERE session_id = %(sid)s AND fence = %(fence)s
     RETURNING last_seq AS seq, transcript_len - 1 AS pos, cancel_requested
 ), tc AS (
@@ -156,13 +165,11 @@ WITH s AS (
 ), nxt AS (
     UPDATE agents_toolcall SET status = 'running', attempts = attempts + 1, started_at = now()
     FROM s WHERE agents_toolcall.id = %(next)s AND agents_toolcall.status IN ('pending', 'approved')
-), m AS (
-    INSERT INTO agents_message (session_id, position, turn_id, role, content, created_at)
-    SELECT %(sid)s, s.pos, %(turn)s, 'user', %(content)s::jsonb, now() FROM s
 ), e AS (
-    INSERT INTO agents_event (session_id, seq, turn_id, kind, data, actor, created_at)
-    SELECT %(sid)s, s.seq, %(turn)s, 'tool.finished',
-        %(data)s::jsonb || jsonb_build_object('position', s.pos), %(actor)s, now()
+    INSERT INTO agents_event (session_id, seq, turn_id, kind, data, actor, created_at,
+        position, role, content)
+    SELECT %(sid)s, s.seq, %(turn)s, 'tool.finished', %(data)s::json, %(actor)s, now(),
+        s.pos, 'user', %(content)s::jsonb
     FROM s
 )
 SELECT s.seq, s.pos, s.cancel_requested FROM s
@@ -233,11 +240,12 @@ def _publish(
             "seq": base + offset,
             "kind": spec["kind"],
             "turn_id": claimed.turn_id,
-            "data": {**spec["data"], "position": position},
+            "data": spec["data"],
             "actor": claimed.owner,
             "at": now,
         }
-        if offset == 1:
-            body.update(extra)  # the content rides along with the first event
+        if offset == 1:  # the transcript row is on the first event
+            body["position"] = position
+            body.update(extra)
         payload.append(body)
     events.publish(claimed.session_id, payload)

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from agents import events
 from agents.events import EventSpec
-from agents.models import Message, Session, SessionRuntime, ToolCall, Turn
+from agents.models import Session, SessionRuntime, ToolCall, Turn
 from agents.observability import observe
 from agents.runtime.state import CallState, Claimed
 from agents.runtime.store.lock import lock_session
@@ -143,7 +143,9 @@ def cancel_open_calls(
     from approvals.models import Approval
 
     now = timezone.now()
-    open_calls = ToolCall.objects.filter(turn=turn, result_position__isnull=True).order_by("id")
+    open_calls = ToolCall.objects.filter(  # through the session's index
+        session_id=turn.session_id, turn=turn, result_position__isnull=True
+    ).order_by("id")
     for call in open_calls:
         if call.status == C.RUNNING:
             # It may have left the process (a poison step): unknown, not undone.
@@ -166,13 +168,16 @@ def cancel_open_calls(
             text = call.output or f"Ended with the turn ({call.status})."
         block = {"type": "tool_result", "tool_use_id": call.tool_use_id, "content": text}
         block["is_error"] = True
-        Message.objects.create(
-            session_id=runtime.session_id,
-            position=runtime.transcript_len,
-            turn_id=turn.id,
-            role="user",
-            content=[block],
-            created_at=now,
+        specs.append(  # the result row rides on the event that says why
+            EventSpec(
+                "tool.closed",
+                {"tool_use_id": call.tool_use_id, "name": call.name, "status": call.status},
+                turn.id,
+                actor,
+                position=runtime.transcript_len,
+                role="user",
+                content=[block],
+            )
         )
         call.result_position = runtime.transcript_len
         call.is_error, call.finished_at = True, call.finished_at or now
