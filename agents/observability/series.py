@@ -36,11 +36,11 @@ _EVENTS_SQL = """
         count(*) FILTER (WHERE kind = 'tool.in_doubt') AS in_doubt,
         count(*) FILTER (WHERE kind = 'recovery') AS recoveries,
         coalesce(sum((data->>'cost_micros')::bigint)
-            FILTER (WHERE kind = 'model.replied' AND data ? 'cost_micros'), 0) AS cost_micros,
+            FILTER (WHERE kind = 'model.replied' AND data->>'cost_micros' IS NOT NULL), 0) AS cost_micros,
         coalesce(sum((data->'usage'->>'input')::bigint)
-            FILTER (WHERE kind = 'model.replied' AND NOT data ? 'cost_micros'), 0) AS in_unpriced,
+            FILTER (WHERE kind = 'model.replied' AND data->>'cost_micros' IS NULL), 0) AS in_unpriced,
         coalesce(sum((data->'usage'->>'output')::bigint)
-            FILTER (WHERE kind = 'model.replied' AND NOT data ? 'cost_micros'), 0) AS out_unpriced,
+            FILTER (WHERE kind = 'model.replied' AND data->>'cost_micros' IS NULL), 0) AS out_unpriced,
         coalesce(sum((data->'usage'->>'input')::bigint + (data->'usage'->>'output')::bigint)
             FILTER (WHERE kind = 'model.replied'), 0) AS tokens
     FROM agents_event

@@ -98,7 +98,9 @@ def test_fork_from_a_step_copies_complete_steps_and_leaves_the_original_alone_th
     originals = Message.objects.filter(session=original, position__lt=asking.position)
     assert [r.content for r in rows] == [r.content for r in originals.order_by("position")]
     assert _snapshot(original) == before
-    assert [e.kind for e in Event.objects.filter(session=fork)] == ["session.forked"]
+    # One event says where the fork came from; each copied row is an event too.
+    kinds = [e.kind for e in Event.objects.filter(session=fork).order_by("seq")]
+    assert kinds == ["session.forked"] + ["transcript.copied"] * len(rows)
     assert_invariants(fork)
 
     # A fork after the tool's result keeps the call (with the fork's own key).

@@ -62,7 +62,9 @@ def test_mcp_tools_run_through_policy_and_approval(transport, mcp_servers, caps_
     assert create.external_id == effects[0]["result"]["ticket"]
     finished = Event.objects.filter(session=session, kind="tool.finished").order_by("seq")
     audit = {e.data["name"]: e.data for e in finished}
-    assert audit["docs__create_ticket"]["profile"] == "mcp_agent"
+    # The profile a call ran under is its turn's, said once when the turn starts.
+    started = Event.objects.get(session=session, kind="turn.started", turn_id=create.turn_id)
+    assert started.data["profile"] == "mcp_agent"
     assert audit["docs__create_ticket"]["external_id"] == create.external_id
     assert audit["docs__search"]["ms"] > 0
     assert_invariants(session)

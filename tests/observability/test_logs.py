@@ -33,7 +33,7 @@ def test_a_worker_logs_json_lines_with_the_step_context(sandbox, workers):
     for record in retries:
         assert record["session_key"] == session.key
         assert record["turn"] == 1
-        assert record["step"] == first_model_step.data["position"]
+        assert record["step"] == first_model_step.position
     # Between steps (Celery's own lines) there is no step context to report.
     assert any("session_key" not in r for r in records)
 

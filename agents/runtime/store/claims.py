@@ -124,7 +124,8 @@ def _start_turn(runtime: SessionRuntime, turn: Turn, specs: list[EventSpec], own
     runtime.turn_steps = runtime.turn_input_tokens = runtime.turn_output_tokens = 0
     runtime.turn_cost_micros = 0
     set_session_status(runtime.session, Session.Status.RUNNING)
-    data = {"number": turn.number, "trigger": turn.trigger}
+    # The profile the turn's calls run under (not repeated on every step).
+    data = {"number": turn.number, "trigger": turn.trigger, "profile": runtime.session.profile}
     specs.append(  # the turn's input is its first transcript row
         EventSpec(
             "turn.started",
