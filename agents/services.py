@@ -12,7 +12,7 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
-from django.db.models import Max
+from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from agents import budgets, events, followups
@@ -70,11 +70,27 @@ def message_post(
 ) -> Turn:
     """A message for the agent: starts a turn, or queues one behind the
     running turn, as the session's message policy says."""
-    session = session_get_or_create(key=key, title=title, customer=customer, context=context)
+    try:
+        return _post_message(key, text, trigger, user)
+    except SessionRuntime.DoesNotExist:  # first contact: nothing was written
+        session_get_or_create(key=key, title=title, customer=customer, context=context)
+        return _post_message(key, text, trigger, user)
+
+
+def _post_message(key: str, text: str, trigger: str, user: AbstractBaseUser | None) -> Turn:
     with transaction.atomic():
-        runtime = store.lock_session(session.id)
+        runtime = store.lock_session_by_key(key)  # the session's row and its lock, one query
         session = runtime.session
-        active = Turn.objects.filter(session=session, status__in=OPEN_TURN).order_by("number")
+        # One query for the next number and whether a turn is open; the open
+        # ones themselves only when there are some.
+        turns = Turn.objects.filter(session=session).aggregate(
+            last=Max("number"), open=Count("pk", filter=Q(status__in=OPEN_TURN))
+        )
+        active = []
+        if turns["open"]:
+            active = list(
+                Turn.objects.filter(session=session, status__in=OPEN_TURN).order_by("number")
+            )
         policy = session.message_policy
         if active and policy == Session.MessagePolicy.REJECT:
             raise Conflict("a turn is already running on this session", current=active[0].status)
@@ -83,7 +99,7 @@ def message_post(
             _cancel_open_turns(runtime, user, specs)
         if trigger == Turn.Trigger.CUSTOMER:  # the customer answered: no need to chase
             followups.followups_cancel_on_reply(runtime, specs)
-        number = (Turn.objects.filter(session=session).aggregate(n=Max("number"))["n"] or 0) + 1
+        number = (turns["last"] or 0) + 1
         turn = Turn.objects.create(
             session=session, number=number, trigger=trigger, input=text, started_by=user
         )

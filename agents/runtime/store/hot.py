@@ -40,7 +40,11 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-RECORD_REPLY_SQL = """
+# record_reply is assembled from these parts: the approvals and the end of the
+# turn only when there are some (most replies have neither), because every
+# table a statement names is opened, with its indexes and triggers, on every
+# execution: the lean variant opens three tables instead of six.
+_REPLY_RUNTIME = """
 WITH s AS (
     UPDATE agents_sessionruntime SET
         last_seq = last_seq + %(n_events)s,
@@ -69,16 +73,6 @@ WITH s AS (
     FROM s, jsonb_to_recordset(%(calls)s::jsonb) AS x(tool_use_id text, idempotency_key text,
         name text, kind text, status text, input jsonb, output text, attempts int)
     RETURNING id, tool_use_id
-), ap AS (
-    INSERT INTO approvals_approval (tool_call_id, session_id, turn_id, status, policy,
-        policy_detail, tool_name, arguments, arguments_hash, reasoning, requested_by_id, reason,
-        created_at, expires_at)
-    SELECT tc.id, %(sid)s, %(turn)s, 'pending', a.policy, a.detail, a.tool_name, a.arguments,
-        a.arguments_hash, a.reasoning, %(started_by)s, '', now(),
-        now() + make_interval(secs => %(approval_ttl)s)
-    FROM tc JOIN jsonb_to_recordset(%(approvals)s::jsonb) AS a(tool_use_id text, policy text,
-        detail text, tool_name text, arguments jsonb, arguments_hash text, reasoning text)
-        ON a.tool_use_id = tc.tool_use_id
 ), e AS (
     -- The first event (model.replied) carries the reply's transcript row.
     INSERT INTO agents_event (session_id, seq, turn_id, kind, data, actor, created_at,
@@ -88,24 +82,51 @@ WITH s AS (
         CASE WHEN ev.ord = 1 THEN s.pos END, CASE WHEN ev.ord = 1 THEN 'assistant' ELSE '' END,
         CASE WHEN ev.ord = 1 THEN %(content)s::jsonb END
     FROM s, json_array_elements(%(events)s::json) WITH ORDINALITY AS ev(d, ord)
-), t AS (
+)"""
+
+_REPLY_APPROVALS = """, ap AS (
+    INSERT INTO approvals_approval (tool_call_id, session_id, turn_id, status, policy,
+        policy_detail, tool_name, arguments, arguments_hash, reasoning, requested_by_id, reason,
+        created_at, expires_at)
+    SELECT tc.id, %(sid)s, %(turn)s, 'pending', a.policy, a.detail, a.tool_name, a.arguments,
+        a.arguments_hash, a.reasoning, %(started_by)s, '', now(),
+        now() + make_interval(secs => %(approval_ttl)s)
+    FROM tc JOIN jsonb_to_recordset(%(approvals)s::jsonb) AS a(tool_use_id text, policy text,
+        detail text, tool_name text, arguments jsonb, arguments_hash text, reasoning text)
+        ON a.tool_use_id = tc.tool_use_id
+)"""
+
+_REPLY_FINISH = """, t AS (
     UPDATE agents_turn SET status = 'succeeded', finished_at = now(), steps = s.turn_steps,
         input_tokens = s.turn_input_tokens, output_tokens = s.turn_output_tokens,
         cost_micros = s.turn_cost_micros
-    FROM s WHERE agents_turn.id = %(turn)s AND %(finish)s AND agents_turn.status = 'running'
+    FROM s WHERE agents_turn.id = %(turn)s AND agents_turn.status = 'running'
 ), ss AS (
     -- 'running' when a queued turn waits, so the sweeper still sees work.
     UPDATE agents_session SET updated_at = now(), status = CASE WHEN EXISTS (
             SELECT 1 FROM agents_turn q WHERE q.session_id = %(sid)s AND q.status = 'accepted')
         THEN 'running' ELSE 'idle' END
-    FROM s WHERE agents_session.id = %(sid)s AND %(finish)s
-)
+    FROM s WHERE agents_session.id = %(sid)s
+)"""
+
+_REPLY_RESULT = """
 SELECT s.base, s.pos, s.cancel_requested,
-    (SELECT coalesce(jsonb_object_agg(tool_use_id, id), '{}'::jsonb) FROM tc),
-    %(finish)s AND EXISTS (
-        SELECT 1 FROM agents_turn q WHERE q.session_id = %(sid)s AND q.status = 'accepted')
+    (SELECT coalesce(jsonb_object_agg(tool_use_id, id), '{}'::jsonb) FROM tc), {queued}
 FROM s
 """
+_QUEUED = (
+    "EXISTS (SELECT 1 FROM agents_turn q WHERE q.session_id = %(sid)s AND q.status = 'accepted')"
+)
+
+# (with approvals, ends the turn) -> the statement
+RECORD_REPLY_SQL = {
+    (approvals, finish): _REPLY_RUNTIME
+    + (_REPLY_APPROVALS if approvals else "")
+    + (_REPLY_FINISH if finish else "")
+    + _REPLY_RESULT.replace("{queued}", _QUEUED if finish else "false")
+    for approvals in (False, True)
+    for finish in (False, True)
+}
 
 
 def record_reply(
@@ -138,7 +159,8 @@ def record_reply(
         "started_by": claimed.started_by_id,
         "approval_ttl": settings.AGENTDESK_APPROVAL_TTL_S,
     }
-    row = _execute_one(RECORD_REPLY_SQL, params, claimed)
+    sql = RECORD_REPLY_SQL[bool(approvals), finish]
+    row = _execute_one(sql, params, claimed)
     base, position, cancel_requested, ids, queued = row
     ids = json.loads(ids) if isinstance(ids, str) else ids  # Django leaves jsonb as text
     claimed.cancel_requested = cancel_requested

@@ -21,3 +21,12 @@ def lock_session(session_id: int, fence: int | None = None) -> SessionRuntime:
     if fence is not None and runtime.fence != fence:
         raise LostClaim(f"session {session_id}: fence {fence} superseded by {runtime.fence}")
     return runtime
+
+
+def lock_session_by_key(key: str) -> SessionRuntime:
+    """The same lock, found by the session's domain key (one query, not two)."""
+    return (
+        SessionRuntime.objects.select_for_update(no_key=True)
+        .select_related("session")
+        .get(session__key=key)
+    )
