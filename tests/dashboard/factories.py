@@ -8,6 +8,7 @@ runtime writes them, so they are published on commit like real ones.
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -51,6 +52,13 @@ def append(session_id: int, *specs: EventSpec) -> None:
         events.append(runtime, list(specs))
 
 
+def _started(made: Turn, position: int) -> EventSpec:
+    """The turn.started event, which carries the turn's input as its transcript row."""
+    content = [{"type": "text", "text": made.input}]
+    spec = EventSpec("turn.started", {"number": made.number}, made.id, "w1")
+    return replace(spec, position=position, role="user", content=content)
+
+
 def turn(
     owner: Session,
     *,
@@ -87,15 +95,7 @@ def turn(
         EventSpec(
             "turn.accepted", {"number": number, "trigger": trigger, "text": text}, made.id, "system"
         ),
-        EventSpec(
-            "turn.started",
-            {"number": number},
-            made.id,
-            "w1",
-            position=base,
-            role="user",
-            content=[{"type": "text", "text": text}],
-        ),
+        _started(made, base),
         EventSpec(
             "model.replied",
             {"stop_reason": "end_turn", "usage": usage, "ms": 900, "tool_calls": []},
@@ -169,15 +169,7 @@ def parked_call(
             made.id,
             "system",
         ),
-        EventSpec(
-            "turn.started",
-            {"number": number},
-            made.id,
-            "w1",
-            position=base,
-            role="user",
-            content=[{"type": "text", "text": text}],
-        ),
+        _started(made, base),
         EventSpec(
             "model.replied",
             {
