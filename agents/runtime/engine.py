@@ -21,6 +21,7 @@ import enum
 import json
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -222,26 +223,40 @@ def _model_step(claimed: Claimed, profile: Profile, estimate: int = 0) -> Stop |
     started = time.monotonic()
     step = observe.model_step(claimed)  # metrics, span, log context
     try:
-        with cancel.watch(claimed.session_id) as abort:
-            reply = get_model_client().complete(request, on_text=stream.push, abort=abort)
-    except ModelAborted:
-        step.end("aborted")
-        stream.discard()
-        store.cancel_turn(claimed)
-        return Stop.TURN_ENDED
-    except ModelUnavailable as exc:
-        step.end("unavailable", str(exc))
-        stream.discard()
-        delay = store.note_step_failure(claimed, "model.failed", str(exc))
-        dispatch.enqueue(claimed.session_id, countdown=delay)
-        return Stop.RETRY_LATER
+        reply = _complete(claimed, request, step, stream.push, "model.failed")
     finally:
         stream.close()
+    if isinstance(reply, Stop):
+        stream.discard()
+        return reply
     step.replied(reply)
     _record_reply(claimed, profile, reply, _ms(started))
     step.end("ok")
     stream.discard()
     return None
+
+
+def _complete(
+    claimed: Claimed,
+    request: ModelRequest,
+    step: observe.Step,
+    on_text: Callable[[str], None],
+    failure_kind: str,
+) -> ModelReply | Stop:
+    """One model call, abortable by a cancel. A cancel ends the turn; an
+    unavailable model (429, 5xx, timeout) is a step failure retried later."""
+    try:
+        with cancel.watch(claimed.session_id) as abort:
+            return get_model_client().complete(request, on_text=on_text, abort=abort)
+    except ModelAborted:
+        step.end("aborted")
+        store.cancel_turn(claimed)
+        return Stop.TURN_ENDED
+    except ModelUnavailable as exc:
+        step.end("unavailable", str(exc))
+        delay = store.note_step_failure(claimed, failure_kind, str(exc))
+        dispatch.enqueue(claimed.session_id, countdown=delay)
+        return Stop.RETRY_LATER
 
 
 def _record_reply(claimed: Claimed, profile: Profile, reply: ModelReply, ms: int) -> None:
@@ -426,18 +441,9 @@ def _memory_step(claimed: Claimed, upto: int) -> Stop | None:
     request = memory.summary_request(claimed, upto)
     started = time.monotonic()
     step = observe.model_step(claimed)  # a model call like any other: metrics, span, logs
-    try:
-        with cancel.watch(claimed.session_id) as abort:
-            reply = get_model_client().complete(request, on_text=lambda _: None, abort=abort)
-    except ModelAborted:
-        step.end("aborted")
-        store.cancel_turn(claimed)
-        return Stop.TURN_ENDED
-    except ModelUnavailable as exc:
-        step.end("unavailable", str(exc))
-        delay = store.note_step_failure(claimed, "memory.failed", str(exc))
-        dispatch.enqueue(claimed.session_id, countdown=delay)
-        return Stop.RETRY_LATER
+    reply = _complete(claimed, request, step, lambda _: None, "memory.failed")
+    if isinstance(reply, Stop):
+        return reply
     step.replied(reply)
     summary = reply.text.strip()
     cost = budgets.cost_micros(reply.model, reply.input_tokens, reply.output_tokens)
