@@ -107,6 +107,7 @@ _REPLY_FINISH = """, t AS (
             SELECT 1 FROM agents_turn q WHERE q.session_id = %(sid)s AND q.status = 'accepted')
         THEN 'running' ELSE 'idle' END
     FROM s WHERE agents_session.id = %(sid)s
+    RETURNING status = 'running' AS queued
 )"""
 
 _REPLY_RESULT = """
@@ -114,9 +115,8 @@ SELECT s.base, s.pos, s.cancel_requested,
     (SELECT coalesce(jsonb_object_agg(tool_use_id, id), '{}'::jsonb) FROM tc), {queued}
 FROM s
 """
-_QUEUED = (
-    "EXISTS (SELECT 1 FROM agents_turn q WHERE q.session_id = %(sid)s AND q.status = 'accepted')"
-)
+# Whether a turn waits: what the end of the turn just set the session's status by.
+_QUEUED = "coalesce((SELECT queued FROM ss), false)"
 
 # (with approvals, ends the turn) -> the statement
 RECORD_REPLY_SQL = {
