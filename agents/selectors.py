@@ -35,10 +35,13 @@ def sessions_for_user(*, user: AbstractBaseUser) -> QuerySet[Session]:
 
 
 def events_after(*, session_id: int, seq: int = 0, limit: int = 1000) -> QuerySet[Event]:
-    # Transcript rows ride on some events; the timeline and replay show the
-    # event, the transcript is read through Message.
-    rows = Event.objects.filter(session_id=session_id, seq__gt=seq).defer("content")
-    return rows.order_by("seq")[:limit]
+    return _events(session_id).filter(seq__gt=seq).order_by("seq")[:limit]
+
+
+def _events(session_id: int) -> QuerySet[Event]:
+    """A session's events as the timeline, replay and history show them.
+    Transcript rows ride on some events; those are read through Message."""
+    return Event.objects.filter(session_id=session_id).defer("content")
 
 
 # --- The sessions list -----------------------------------------------------------
@@ -122,9 +125,7 @@ def session_detail(
     turns.reverse()
     earlier_turns = turns[0].number - 1 if turns else 0
     views = turn_views(session_id=session.id, turns=turns)
-    events = list(
-        Event.objects.filter(session=session).defer("content").order_by("-seq")[:max_events]
-    )
+    events = list(_events(session.id).order_by("-seq")[:max_events])
     events.reverse()
     earlier = events[0].seq - 1 if events else 0
     return SessionView(session, runtime, runtime.last_seq, views, earlier_turns, events, earlier)
@@ -269,8 +270,7 @@ def history_events(
 ) -> QuerySet[Event]:
     """A session's event log in seq order, optionally only some kinds
     (`turn` matches every `turn.*`)."""
-    rows = Event.objects.filter(session_id=session_id, seq__gt=after).defer("content")
-    rows = rows.order_by("seq")
+    rows = _events(session_id).filter(seq__gt=after).order_by("seq")
     wanted = Q()
     for kind in kinds:
         wanted |= Q(kind=kind) | Q(kind__startswith=f"{kind}.")

@@ -9,15 +9,15 @@ class LostClaim(Exception):
     """Another claim superseded ours: stop, write nothing more."""
 
 
-def lock_session(session_id: int, fence: int | None = None) -> SessionRuntime:
+def _locking():
     # FOR NO KEY UPDATE: the session lock. It serializes with the engine's
     # record statements and with every human action on this session, while
     # still letting inserts that reference the row (FK checks) through.
-    runtime = (
-        SessionRuntime.objects.select_for_update(no_key=True)
-        .select_related("session")
-        .get(pk=session_id)
-    )
+    return SessionRuntime.objects.select_for_update(no_key=True).select_related("session")
+
+
+def lock_session(session_id: int, fence: int | None = None) -> SessionRuntime:
+    runtime = _locking().get(pk=session_id)
     if fence is not None and runtime.fence != fence:
         raise LostClaim(f"session {session_id}: fence {fence} superseded by {runtime.fence}")
     return runtime
@@ -25,8 +25,4 @@ def lock_session(session_id: int, fence: int | None = None) -> SessionRuntime:
 
 def lock_session_by_key(key: str) -> SessionRuntime:
     """The same lock, found by the session's domain key (one query, not two)."""
-    return (
-        SessionRuntime.objects.select_for_update(no_key=True)
-        .select_related("session")
-        .get(session__key=key)
-    )
+    return _locking().get(session__key=key)
