@@ -10,7 +10,6 @@ viewers that miss a push catch up from Postgres by seq (dashboard/consumers.py).
 from __future__ import annotations
 
 import logging
-import os
 import queue
 import threading
 import time
@@ -24,6 +23,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.models import Event, SessionRuntime
+from agents.per_process import PerProcess
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +127,6 @@ class _Publisher:
 
     def __init__(self) -> None:
         self.queue: queue.SimpleQueue[tuple[str, int, list[dict[str, Any]]]] = queue.SimpleQueue()
-        self.pid = os.getpid()
         self.thread = threading.Thread(target=self._run, name="event-publisher", daemon=True)
         self.thread.start()
 
@@ -198,23 +197,18 @@ def group_channel(group: str) -> str:
     return f"{prefix}__group__{group}"
 
 
-_instance: _Publisher | None = None
-_instance_lock = threading.Lock()
+_PUBLISHER = PerProcess(_Publisher)
 
 
 def _publisher() -> _Publisher:
-    global _instance
-    with _instance_lock:
-        # A forked child (Celery prefork) inherits no running thread.
-        if _instance is None or _instance.pid != os.getpid():
-            _instance = _Publisher()
-        return _instance
+    return _PUBLISHER.get()
 
 
 def flush_published(timeout_s: float = 5.0) -> None:
     """Wait until queued events have been handed to the layer (tests, shutdown)."""
     deadline = time.monotonic() + timeout_s
-    while _instance is not None and not _instance.queue.empty():
+    publisher = _PUBLISHER.current()
+    while publisher is not None and not publisher.queue.empty():
         if time.monotonic() > deadline:
             return
         time.sleep(0.01)

@@ -36,7 +36,6 @@ import asyncio
 import atexit
 import contextlib
 import logging
-import os
 import sys
 import threading
 import time
@@ -47,6 +46,8 @@ import httpx2
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
+
+from agents.per_process import PerProcess
 
 if TYPE_CHECKING:
     from agents.capabilities.mcp import ServerConfig
@@ -260,7 +261,6 @@ class Sessions:
     """This process's loop thread and the sessions it holds."""
 
     def __init__(self) -> None:
-        self.pid = os.getpid()
         self.loop = asyncio.new_event_loop()
         self.held: dict[str, _Held] = {}  # by server name; only touched on the loop
         self.alive: set[_Held] = set()  # held or dropped, until closed
@@ -333,20 +333,15 @@ class Sessions:
         self.loop.call_soon_threadsafe(self.loop.stop)
 
 
-_instance: Sessions | None = None
-_instance_lock = threading.Lock()
+_SESSIONS = PerProcess(Sessions)
 
 
 def sessions() -> Sessions:
-    global _instance
-    with _instance_lock:
-        # A forked child (Celery prefork) inherits no running thread.
-        if _instance is None or _instance.pid != os.getpid():
-            _instance = Sessions()
-        return _instance
+    return _SESSIONS.get()
 
 
 @atexit.register
 def _close_at_exit() -> None:
-    if _instance is not None and _instance.pid == os.getpid():
-        _instance.shutdown()
+    held = _SESSIONS.current()
+    if held is not None:
+        held.shutdown()
