@@ -8,6 +8,10 @@ hot path never reads before it writes.
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
+from typing import Any
+
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
@@ -46,39 +50,51 @@ def claim(session_id: int, owner: str) -> Claimed | None:
     there is nothing to run.
     """
     with transaction.atomic():
-        runtime = lock_session(session_id)
-        if runtime.wake_at is not None and runtime.wake_at > timezone.now() and not runtime.owner:
-            return None  # backing off after a failed step; a delayed trigger will come
-        specs: list[EventSpec] = []
-        recovered = bool(runtime.owner)
-        if recovered:
-            runtime.step_attempts += 1
-            stalled = (timezone.now() - _last_progress(runtime)).total_seconds()
-            specs.append(
-                EventSpec(
-                    "recovery",
-                    {"previous_owner": runtime.owner, "stalled_s": round(stalled, 3)},
-                    runtime.current_turn_id,
-                    owner,
-                )
+        head = _lock_head(session_id)
+        if head is not None and head.starts_next_turn:
+            claimed = _start_next_turn(head, owner)
+            if claimed is not None:
+                return claimed
+        return _claim_general(session_id, owner)
+
+
+def _claim_general(session_id: int, owner: str) -> Claimed | None:
+    """Every other claim: a recovery, a resume after approvals, a poison
+    step, backing off, nothing to run. ORM, in the caller's transaction,
+    which already holds the session lock (taking it again costs a query)."""
+    runtime = lock_session(session_id)
+    if runtime.wake_at is not None and runtime.wake_at > timezone.now() and not runtime.owner:
+        return None  # backing off after a failed step; a delayed trigger will come
+    specs: list[EventSpec] = []
+    recovered = bool(runtime.owner)
+    if recovered:
+        runtime.step_attempts += 1
+        stalled = (timezone.now() - _last_progress(runtime)).total_seconds()
+        specs.append(
+            EventSpec(
+                "recovery",
+                {"previous_owner": runtime.owner, "stalled_s": round(stalled, 3)},
+                runtime.current_turn_id,
+                owner,
             )
-        runtime.fence += 1
-        runtime.owner = owner
-        runtime.wake_at = None
-        turn = _runnable_turn(runtime, specs, owner)
-        if turn is not None and runtime.step_attempts > settings.AGENTDESK_MAX_STEP_ATTEMPTS:
-            reason = f"step failed {runtime.step_attempts} times in a row (poison step)"
-            cancel_open_calls(runtime, turn, specs, owner)
-            finish_turn(runtime, turn, T.FAILED, specs, owner, error=reason)
-            turn = None
-        if turn is None:
-            runtime.owner = ""
-        if specs:  # seqs from runtime.last_seq, saved with the claim below
-            events.append(runtime, specs, save_seq=False)
-        runtime.save()
-        if turn is None:
-            return None
-        return _load(runtime, turn, recovered)
+        )
+    runtime.fence += 1
+    runtime.owner = owner
+    runtime.wake_at = None
+    turn = _runnable_turn(runtime, specs, owner)
+    if turn is not None and runtime.step_attempts > settings.AGENTDESK_MAX_STEP_ATTEMPTS:
+        reason = f"step failed {runtime.step_attempts} times in a row (poison step)"
+        cancel_open_calls(runtime, turn, specs, owner)
+        finish_turn(runtime, turn, T.FAILED, specs, owner, error=reason)
+        turn = None
+    if turn is None:
+        runtime.owner = ""
+    if specs:  # seqs from runtime.last_seq, saved with the claim below
+        events.append(runtime, specs, save_seq=False)
+    runtime.save()
+    if turn is None:
+        return None
+    return _load(runtime, turn, recovered)
 
 
 def _runnable_turn(runtime: SessionRuntime, specs: list[EventSpec], owner: str) -> Turn | None:
@@ -212,6 +228,146 @@ def release(claimed: Claimed) -> None:
     SessionRuntime.objects.filter(pk=claimed.session_id, fence=claimed.fence).update(
         owner="", updated_at=timezone.now()
     )
+
+
+# --- The common claim: start the next queued turn ------------------------------
+#
+# Almost every claim finds no owner and no turn in progress and starts the
+# session's next queued turn (after a message was posted; after a turn ended
+# with another queued). That claim is two plain statements in one transaction,
+# the way the hot path is: the lock, then one statement of data-modifying CTEs.
+# Two, not one: the read of the queued turns must come after the lock, in a new
+# snapshot, to see every turn committed by whoever held the lock before us.
+# Anything else, or no queued turn after all, goes the general way above, in
+# the same transaction (tests/agents/runtime/test_claims.py holds the two ways
+# to the same rows).
+
+HEAD_SQL = """
+SELECT r.owner = '' AND r.current_turn_id IS NULL AND (r.wake_at IS NULL OR r.wake_at <= now()),
+    s.key, s.profile, s.context, s.max_turn_steps, s.max_turn_tokens, s.max_turn_cost_micros,
+    s.max_turn_seconds, s.max_total_tokens, s.max_total_cost_micros
+FROM agents_sessionruntime r JOIN agents_session s ON s.id = r.session_id
+WHERE r.session_id = %s
+FOR NO KEY UPDATE OF r
+"""
+
+# _start_turn's transition as one statement: the first accepted turn runs; the
+# runtime row takes the claim (a new fence, the owner, fresh turn counters);
+# the session shows running; `turn.started` carries the turn's input as its
+# transcript row. It returns what the steps read: the latest memory snapshot
+# and the transcript rows after it (events committed before the lock was ours;
+# the caller adds the new row).
+START_TURN_SQL = """
+WITH t AS (
+    UPDATE agents_turn SET status = 'running', started_at = now()
+    WHERE id = (SELECT id FROM agents_turn WHERE session_id = %(sid)s AND status = 'accepted'
+                ORDER BY number LIMIT 1)
+    RETURNING id, number, trigger, input, started_by_id, started_at
+), r AS (
+    UPDATE agents_sessionruntime SET fence = fence + 1, owner = %(owner)s, wake_at = NULL,
+        current_turn_id = t.id, cancel_requested = false, step_attempts = 0, turn_steps = 0,
+        turn_input_tokens = 0, turn_output_tokens = 0, turn_cost_micros = 0,
+        transcript_len = transcript_len + 1, last_seq = last_seq + 1, updated_at = now()
+    FROM t WHERE agents_sessionruntime.session_id = %(sid)s
+    RETURNING fence, last_seq, transcript_len - 1 AS pos, input_tokens + output_tokens AS tokens,
+        cost_micros
+), s AS (
+    UPDATE agents_session SET status = 'running', updated_at = now()
+    FROM t WHERE agents_session.id = %(sid)s AND agents_session.status <> 'running'
+), e AS (
+    INSERT INTO agents_event (session_id, seq, turn_id, kind, data, actor, created_at,
+        position, role, content)
+    SELECT %(sid)s, r.last_seq, t.id, 'turn.started',
+        json_build_object('number', t.number, 'trigger', t.trigger, 'profile', %(profile)s::text),
+        %(owner)s, now(), r.pos, 'user',
+        jsonb_build_array(jsonb_build_object('type', 'text', 'text', t.input))
+    FROM t, r
+), m AS (
+    SELECT upto_position, summary FROM agents_memorysnapshot WHERE session_id = %(sid)s
+    ORDER BY upto_position DESC LIMIT 1
+)
+SELECT t.id, t.number, t.trigger, t.input, t.started_by_id, t.started_at,
+    r.fence, r.last_seq, r.pos, r.tokens, r.cost_micros,
+    coalesce((SELECT upto_position FROM m), 0), coalesce((SELECT summary FROM m), ''),
+    (SELECT json_agg(json_build_object('role', role, 'content', content) ORDER BY position)
+        FROM agents_message
+        WHERE session_id = %(sid)s AND position >= coalesce((SELECT upto_position FROM m), 0))
+FROM t, r
+"""
+
+
+@dataclass(frozen=True)
+class _Head:
+    """The locked session, as much of it as the common claim reads."""
+
+    session_id: int
+    starts_next_turn: bool  # no owner, no turn in progress, not backing off
+    key: str
+    profile: str
+    context: dict[str, Any]
+    limits: Limits
+
+
+def _lock_head(session_id: int) -> _Head | None:
+    with connection.cursor() as cursor:
+        cursor.execute(HEAD_SQL, [session_id])
+        row = cursor.fetchone()
+    if row is None:
+        return None  # the general path raises SessionRuntime.DoesNotExist
+    starts, key, profile, context, *limits = row
+    return _Head(session_id, starts, key, profile, _json(context), Limits(*limits))
+
+
+def _start_next_turn(head: _Head, owner: str) -> Claimed | None:
+    """Start the first queued turn; None, having written nothing, when there is none."""
+    params = {"sid": head.session_id, "owner": owner, "profile": head.profile}
+    with connection.cursor() as cursor:
+        cursor.execute(START_TURN_SQL, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    (turn_id, number, trigger, text, started_by_id, started_at) = row[:6]
+    fence, seq, position, tokens, cost_micros, base, summary, rows = row[6:]
+    content = [{"type": "text", "text": text}]
+    started = Event(
+        session_id=head.session_id,
+        seq=seq,
+        turn_id=turn_id,
+        kind="turn.started",
+        data={"number": number, "trigger": trigger, "profile": head.profile},
+        actor=owner,
+        created_at=started_at,
+        position=position,
+    )
+    payload = [events.event_payload(started)]
+    transaction.on_commit(lambda: events.publish(head.session_id, payload))
+    transcript = _json(rows) or []
+    transcript.append({"role": "user", "content": content})
+    return Claimed(
+        session_id=head.session_id,
+        key=head.key,
+        profile=head.profile,
+        context=head.context,
+        fence=fence,
+        owner=owner,
+        turn_id=turn_id,
+        turn_number=number,
+        started_by_id=started_by_id,
+        turn_steps=0,
+        transcript=transcript,
+        calls=[],  # a turn that has just started has asked for nothing yet
+        limits=head.limits,
+        turn_started_at=started_at,
+        total_tokens=tokens,
+        total_cost_micros=cost_micros,
+        transcript_base=base,
+        memory_summary=summary,
+    )
+
+
+def _json(value: Any) -> Any:
+    """Raw cursors hand json and jsonb columns over as text."""
+    return json.loads(value) if isinstance(value, str) else value
 
 
 IS_RUNNABLE_SQL = """
