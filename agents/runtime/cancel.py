@@ -10,6 +10,7 @@ signals (which close the HTTP stream, so even a stalled stream ends at once).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -48,11 +49,16 @@ class AbortSignal:
 
 
 class _Watcher:
+    """Polls every POLL_S while this process streams (a cancel reaches a
+    stream within POLL_S), and sleeps once nothing has streamed for
+    IDLE_CLOSE_S. A model call never wakes it: at one call per step that was
+    a thread switch per step, most of them for calls already over."""
+
     def __init__(self) -> None:
         self.watched: dict[int, AbortSignal] = {}
         self.cond = threading.Condition()
         self.thread: threading.Thread | None = None
-        self.idle = True
+        self.asleep = False
 
     @contextmanager
     def watch(self, session_id: int) -> Iterator[AbortSignal]:
@@ -62,8 +68,8 @@ class _Watcher:
             if self.thread is None or not self.thread.is_alive():
                 self.thread = threading.Thread(target=self._run, name="cancel-watch", daemon=True)
                 self.thread.start()
-            if self.idle:
-                self.cond.notify()  # only an idle watcher needs waking; a busy one polls anyway
+            if self.asleep:
+                self.cond.notify()
         try:
             yield signal
         finally:
@@ -71,17 +77,20 @@ class _Watcher:
                 self.watched.pop(session_id, None)
 
     def _run(self) -> None:
+        last_watched = time.monotonic()
         while True:
             with self.cond:
-                while not self.watched:
-                    self.idle = True
-                    if not self.cond.wait(IDLE_CLOSE_S):
-                        connection.close()  # idle a while: give the connection back
-                self.idle = False
-                # The first poll comes POLL_S after watching began, not at once:
-                # most model calls end sooner, and a cancel is read for free at
-                # the step boundary after them (every record statement returns
-                # the flag). Polling at every call start cost a query per step.
+                if self.watched:
+                    last_watched = time.monotonic()
+                elif time.monotonic() - last_watched > IDLE_CLOSE_S:
+                    connection.close()  # idle a while: give the connection back
+                    self.asleep = True
+                    while not self.watched:
+                        self.cond.wait()
+                    self.asleep = False
+                # Most model calls end before the next tick; a cancel is read
+                # for free at the step boundary after them (every record
+                # statement returns the flag), so only longer calls are polled.
                 self.cond.wait(POLL_S)
                 ids = list(self.watched)
             if not ids:
