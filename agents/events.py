@@ -139,7 +139,10 @@ class _Publisher:
         # redis.Redis.publish costs ~0.1 ms of CPU per call, the connection's
         # send/read ~0.035 ms. It reconnects on the next send after an error.
         connection = redis.ConnectionPool.from_url(
-            settings.REDIS_URL, socket_timeout=5, socket_connect_timeout=2
+            settings.REDIS_URL,
+            socket_timeout=5,
+            socket_connect_timeout=2,
+            redis_connect_func=_replies_off,
         ).make_connection()
         while True:
             batch = self._drain()
@@ -150,10 +153,8 @@ class _Publisher:
                 ("PUBLISH", prefix + group, layer.serialize(message))
                 for group, message in _messages(batch)
             ]
-            try:
+            try:  # no replies to read (_replies_off)
                 connection.send_packed_command(connection.pack_commands(commands))
-                for _ in commands:
-                    connection.read_response()
             except Exception:  # Redis down: viewers catch up from Postgres later
                 connection.disconnect()
                 log.warning("could not publish %d event batch(es)", len(batch), exc_info=True)
@@ -177,6 +178,15 @@ class _Publisher:
                 break
             batch.setdefault((kind, session_id), []).extend(items)
         return batch
+
+
+def _replies_off(connection: redis.Connection) -> None:
+    """Connect as usual, then tell Redis not to reply on this connection: a
+    PUBLISH answers with a count of listeners we have no use for, and reading
+    those answers was most of the publisher's CPU per batch (bench/pubcost.py).
+    A Redis that went away still shows, as an error on a later send."""
+    connection.on_connect()
+    connection.send_command("CLIENT", "REPLY", "OFF")
 
 
 def _messages(batch: dict[tuple[str, int], list[dict[str, Any]]]):

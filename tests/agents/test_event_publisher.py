@@ -40,3 +40,32 @@ def test_a_batch_redis_refuses_is_dropped_with_a_warning_and_the_thread_goes_on(
         what="a second batch tried after the first failed",
     )
     assert publisher.thread.is_alive() and publisher.queue.empty()
+
+
+def test_batches_reach_subscribers_on_a_connection_with_replies_off(settings):
+    """The publisher never reads Redis's replies (it turns them off): batch
+    after batch still arrives, in order."""
+    import redis
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    listener = redis.Redis.from_url(settings.REDIS_URL).pubsub()
+    listener.subscribe(events.group_channel(events.session_group(424242)))
+    listener.get_message(timeout=5)  # the subscribe confirmation
+    publisher = events._Publisher()
+    event = {"kind": "tool.finished", "turn_id": 1, "data": {}, "actor": "t"}
+    for seq in range(1, 6):
+        publisher.submit("session.events", 424242, [{**event, "seq": seq}])
+        wait_for(lambda: publisher.queue.empty(), timeout=5, what="the batch to leave")
+
+    seqs: list[int] = []
+
+    def received():
+        message = listener.get_message(timeout=0.1)
+        if message and message["type"] == "message":
+            seqs.extend(e["seq"] for e in layer.deserialize(message["data"])["events"])
+        return len(seqs) >= 5
+
+    wait_for(received, timeout=10, what="five batches")
+    assert seqs == [1, 2, 3, 4, 5]
+    listener.close()
