@@ -4,6 +4,10 @@ A claim bumps the fencing token (every later record of the previous owner
 matches nothing), notices a dead previous owner (a recovery), starts or
 resumes the turn to run, and loads what the steps need into memory, so the
 hot path never reads before it writes.
+
+Two ways to the same rows: the claim that starts the next queued turn (almost
+every claim) is two plain statements, the lock and one CTE; every other claim
+(a recovery, a resume, a poison step, backing off) goes through the ORM.
 """
 
 from __future__ import annotations
