@@ -12,7 +12,7 @@
 
 from agents.runtime.store.claims import claim, is_runnable, release
 from agents.runtime.store.hot import record_reply, record_tool_result
-from agents.runtime.store.lock import LostClaim, lock_session, lock_session_by_key
+from agents.runtime.store.lock import LostClaim, lock_session
 from agents.runtime.store.transitions import (
     cancel_open_calls,
     cancel_turn,
@@ -36,7 +36,6 @@ __all__ = [
     "finish_turn",
     "is_runnable",
     "lock_session",
-    "lock_session_by_key",
     "mark_in_doubt",
     "mark_reissued",
     "mark_running",

@@ -21,8 +21,3 @@ def lock_session(session_id: int, fence: int | None = None) -> SessionRuntime:
     if fence is not None and runtime.fence != fence:
         raise LostClaim(f"session {session_id}: fence {fence} superseded by {runtime.fence}")
     return runtime
-
-
-def lock_session_by_key(key: str) -> SessionRuntime:
-    """The same lock, found by the session's domain key (one query, not two)."""
-    return _locking().get(session__key=key)
