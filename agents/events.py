@@ -76,9 +76,14 @@ def append(
         SessionRuntime.objects.filter(pk=runtime.session_id).update(
             last_seq=runtime.last_seq, updated_at=now
         )
-    payload = [event_payload(e) for e in events]
-    transaction.on_commit(lambda: publish(runtime.session_id, payload))
+    publish_on_commit(runtime.session_id, events)
     return events
+
+
+def publish_on_commit(session_id: int, events: list[Event]) -> None:
+    """Publish events written in the caller's transaction once it commits."""
+    payload = [event_payload(e) for e in events]
+    transaction.on_commit(lambda: publish(session_id, payload))
 
 
 def event_payload(event: Event, extra: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -214,8 +214,7 @@ def _accept_turn(
         actor=actor,
         created_at=created_at,
     )
-    payload = [events.event_payload(accepted)]
-    transaction.on_commit(lambda: events.publish(session_id, payload))
+    events.publish_on_commit(session_id, [accepted])
     return turn
 
 

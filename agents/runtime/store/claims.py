@@ -343,8 +343,7 @@ def _start_next_turn(head: _Head, owner: str) -> Claimed | None:
         created_at=started_at,
         position=position,
     )
-    payload = [events.event_payload(started)]
-    transaction.on_commit(lambda: events.publish(head.session_id, payload))
+    events.publish_on_commit(head.session_id, [started])
     transcript = _json(rows) or []
     transcript.append({"role": "user", "content": content})
     return Claimed(
