@@ -29,8 +29,12 @@ def _gone(pid: int) -> bool:
     except ProcessLookupError:
         return True
     # A zombie until its parent (the worker's SDK) reaps it: as good as gone.
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().split(") ", 1)[1].startswith("Z")
+    # Reaped between the two looks: gone.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1].startswith("Z")
+    except FileNotFoundError:
+        return True
 
 
 def test_a_killed_stdio_server_is_started_again_for_the_next_call(mcp_servers, caps_workers):
