@@ -37,3 +37,9 @@ class CompactJSONField(models.JSONField):
         if value is None or not isinstance(value, str | bytes | bytearray):
             return value  # psycopg decodes `json` itself
         return super().from_db_value(value, expression, connection)
+
+
+def json_column(value: Any) -> Any:
+    """A json or jsonb column read through a raw cursor: Django's psycopg
+    setup hands those over as text (the ORM's fields parse them)."""
+    return json.loads(value) if isinstance(value, str) else value

@@ -12,7 +12,6 @@ every claim) is two plain statements, the lock and one CTE; every other claim
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +22,7 @@ from django.utils import timezone
 from agents import events
 from agents.budgets import Limits
 from agents.events import EventSpec
+from agents.fields import json_column
 from agents.models import (
     Event,
     MemorySnapshot,
@@ -319,7 +319,7 @@ def _lock_head(session_id: int) -> _Head | None:
     if row is None:
         return None  # the general path raises SessionRuntime.DoesNotExist
     starts, key, profile, context, *limits = row
-    return _Head(session_id, starts, key, profile, _json(context), Limits(*limits))
+    return _Head(session_id, starts, key, profile, json_column(context), Limits(*limits))
 
 
 def _start_next_turn(head: _Head, owner: str) -> Claimed | None:
@@ -344,7 +344,7 @@ def _start_next_turn(head: _Head, owner: str) -> Claimed | None:
         position=position,
     )
     events.publish_on_commit(head.session_id, [started])
-    transcript = _json(rows) or []
+    transcript = json_column(rows) or []
     transcript.append({"role": "user", "content": content})
     return Claimed(
         session_id=head.session_id,
@@ -366,11 +366,6 @@ def _start_next_turn(head: _Head, owner: str) -> Claimed | None:
         transcript_base=base,
         memory_summary=summary,
     )
-
-
-def _json(value: Any) -> Any:
-    """Raw cursors hand json and jsonb columns over as text."""
-    return json.loads(value) if isinstance(value, str) else value
 
 
 IS_RUNNABLE_SQL = """

@@ -29,6 +29,7 @@ from django.db import connection
 from django.utils import timezone
 
 from agents import events
+from agents.fields import json_column
 from agents.models import ToolCall
 from agents.runtime.state import CallState, Claimed
 from agents.runtime.store.lock import LostClaim
@@ -162,7 +163,7 @@ def record_reply(
     sql = RECORD_REPLY_SQL[bool(approvals), finish]
     row = _execute_one(sql, params, claimed)
     base, position, cancel_requested, ids, queued = row
-    ids = json.loads(ids) if isinstance(ids, str) else ids  # Django leaves jsonb as text
+    ids = json_column(ids)
     claimed.cancel_requested = cancel_requested
     if finish:  # no queued turn: the engine need not claim again to find none
         claimed.turn_queued = queued
