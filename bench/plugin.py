@@ -118,7 +118,7 @@ class Recorder:
 
 
 def _is_read(sql: str) -> bool:
-    return sql.lstrip()[:6].upper() == "SELECT"
+    return sql[:32].lstrip()[:6].upper() == "SELECT"  # not a copy of the whole statement
 
 
 RECORDER = Recorder()
