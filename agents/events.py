@@ -13,6 +13,7 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,9 @@ log = logging.getLogger(__name__)
 
 DESK_GROUP = "desk"
 LINGER_S = 0.003
+
+# What the publisher is handed: event payloads, or a function that builds them.
+Items = list[dict[str, Any]] | Callable[[], list[dict[str, Any]]]
 
 
 def session_group(session_id: int) -> str:
@@ -112,6 +116,13 @@ def publish(session_id: int, events: list[dict[str, Any]]) -> None:
         _publisher().submit("session.events", session_id, events)
 
 
+def publish_built(session_id: int, build: Callable[[], list[dict[str, Any]]]) -> None:
+    """`publish`, with the payload built by `build()` on the publisher's
+    thread: for the step loop, which would otherwise build it between two
+    commits of a turn."""
+    _publisher().submit("session.events", session_id, build)
+
+
 def publish_delta(session_id: int, delta: dict[str, Any]) -> None:
     """Push streamed model text (not an event: no seq, not stored)."""
     _publisher().submit("session.delta", session_id, [delta])
@@ -131,11 +142,11 @@ class _Publisher:
     """
 
     def __init__(self) -> None:
-        self.queue: queue.SimpleQueue[tuple[str, int, list[dict[str, Any]]]] = queue.SimpleQueue()
+        self.queue: queue.SimpleQueue[tuple[str, int, Items]] = queue.SimpleQueue()
         self.thread = threading.Thread(target=self._run, name="event-publisher", daemon=True)
         self.thread.start()
 
-    def submit(self, kind: str, session_id: int, items: list[dict[str, Any]]) -> None:
+    def submit(self, kind: str, session_id: int, items: Items) -> None:
         self.queue.put((kind, session_id, items))
 
     def _run(self) -> None:
@@ -170,7 +181,7 @@ class _Publisher:
         instead of one message per commit."""
         batch: dict[tuple[str, int], list[dict[str, Any]]] = {}
         kind, session_id, items = self.queue.get()
-        batch[(kind, session_id)] = list(items)
+        batch[(kind, session_id)] = list(_built(items))
         # Linger a moment, as Nagle does: a step's reply and its tool result
         # (or many sessions' commits) leave in one round trip instead of one
         # each. Costs a viewer LINGER_S of latency; saves most of the
@@ -181,8 +192,12 @@ class _Publisher:
                 kind, session_id, items = self.queue.get_nowait()
             except queue.Empty:
                 break
-            batch.setdefault((kind, session_id), []).extend(items)
+            batch.setdefault((kind, session_id), []).extend(_built(items))
         return batch
+
+
+def _built(items: Items) -> list[dict[str, Any]]:
+    return items() if callable(items) else items
 
 
 def _replies_off(connection: redis.Connection) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import threading
 import time
 
 from agents import events
@@ -68,4 +69,39 @@ def test_batches_reach_subscribers_on_a_connection_with_replies_off(settings):
 
     wait_for(received, timeout=10, what="five batches")
     assert seqs == [1, 2, 3, 4, 5]
+    listener.close()
+
+
+def test_payloads_built_on_the_publisher_thread_keep_their_place_in_the_order(settings):
+    """The step loop hands over a function that builds its payload; the
+    publisher calls it on its own thread, and batches stay in submit order."""
+    import redis
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    listener = redis.Redis.from_url(settings.REDIS_URL).pubsub()
+    listener.subscribe(events.group_channel(events.session_group(434343)))
+    listener.get_message(timeout=5)
+    publisher = events._Publisher()
+    event = {"kind": "tool.finished", "turn_id": 1, "data": {}, "actor": "t"}
+    built_on: list[str] = []
+
+    def build() -> list[dict]:
+        built_on.append(threading.current_thread().name)
+        return [{**event, "seq": 2}, {**event, "seq": 3}]
+
+    publisher.submit("session.events", 434343, [{**event, "seq": 1}])
+    publisher.submit("session.events", 434343, build)
+    publisher.submit("session.events", 434343, [{**event, "seq": 4}])
+    seqs: list[int] = []
+
+    def received():
+        message = listener.get_message(timeout=0.1)
+        if message and message["type"] == "message":
+            seqs.extend(e["seq"] for e in layer.deserialize(message["data"])["events"])
+        return len(seqs) >= 4
+
+    wait_for(received, timeout=10, what="four events")
+    assert seqs == [1, 2, 3, 4]
+    assert built_on == ["event-publisher"]
     listener.close()
