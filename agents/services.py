@@ -8,11 +8,13 @@ Views, consumers, the inbound API, tasks and management commands call these.
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import IntegrityError, connection, transaction
+from django.db import connection, transaction
+from django.db.models import Field
 from django.utils import timezone
 
 from agents import budgets, events, followups
@@ -38,24 +40,56 @@ def session_get_or_create(
     title: str = "",
     customer: str = "",
     context: dict[str, Any] | None = None,
+    max_turn_steps: int | None = None,
 ) -> Session:
-    """The one session for a domain key, created on first contact."""
-    session = Session.objects.filter(key=key).first()
-    if session is not None:
-        return session
-    try:
-        with transaction.atomic():
-            session = Session.objects.create(
-                key=key,
-                profile=profile,
-                title=title[:300],
-                customer=customer[:200],
-                context=context or {},
-            )
-            SessionRuntime.objects.create(session=session)
-            return session
-    except IntegrityError:  # created concurrently by another request: same session
+    """The one session for a domain key, created on first contact (with a
+    step budget other than the default, when given)."""
+    values: dict[str, Any] = {"key": key, "profile": profile, "title": title[:300]}
+    values.update(customer=customer[:200], context=context or {})
+    if max_turn_steps is not None:
+        values["max_turn_steps"] = max_turn_steps
+    session = Session(**values)
+    with connection.cursor() as cursor:
+        cursor.execute(*_first_contact(session))
+        row = cursor.fetchone()
+    if row is None:  # the key exists (or a concurrent first contact won): that session
         return Session.objects.get(key=key)
+    session.id = session.pk = row[0]
+    session._state.adding = False
+    return session
+
+
+def _first_contact(session: Session) -> tuple[str, list[Any]]:
+    """One statement: the session and its runtime row, or nothing at all
+    when the key is taken. As two ORM creates in a transaction this was four
+    round trips and ~2 ms of Python per new session (bench: a few % of a
+    fifty-step run)."""
+    sql, s_fields, r_fields = _first_contact_sql()
+    runtime = SessionRuntime(session_id=0)
+    params = [f.get_db_prep_save(f.pre_save(session, True), connection) for f in s_fields]
+    params += [f.get_db_prep_save(f.pre_save(runtime, True), connection) for f in r_fields]
+    return sql, params
+
+
+@functools.cache
+def _first_contact_sql() -> tuple[str, list[Field], list[Field]]:
+    """The statement and its fields, from the models: every column with its
+    model default, so a new field needs no change here."""
+    s_fields = [f for f in Session._meta.concrete_fields if not f.primary_key]
+    r_fields = [f for f in SessionRuntime._meta.concrete_fields if not f.primary_key]
+    quote = connection.ops.quote_name
+    # Names from the models' metadata; every value is a parameter.
+    sql = (
+        f"WITH s AS (INSERT INTO {Session._meta.db_table} "  # noqa: S608
+        f"({', '.join(quote(f.column) for f in s_fields)}) "
+        f"VALUES ({', '.join(['%s'] * len(s_fields))}) "
+        "ON CONFLICT (key) DO NOTHING RETURNING id), "
+        f"r AS (INSERT INTO {SessionRuntime._meta.db_table} "
+        f"(session_id, {', '.join(quote(f.column) for f in r_fields)}) "
+        f"SELECT s.id, {', '.join(['%s'] * len(r_fields))} FROM s) "
+        "SELECT id FROM s"
+    )
+    return sql, s_fields, r_fields
 
 
 def message_post(

@@ -48,17 +48,11 @@ def django_setup() -> None:
 
 
 def create_session(key: str, profile: str, max_steps: int) -> int:
-    """What agents.services.session_get_or_create does on first contact (one
-    commit), plus a step budget of S: the service takes no budget, and
-    Session.max_turn_steps defaults to AGENTDESK_MAX_TURN_STEPS (40)."""
-    from django.db import transaction
+    """First contact, through the service, with a step budget of S
+    (Session.max_turn_steps defaults to AGENTDESK_MAX_TURN_STEPS, 40)."""
+    from agents.services import session_get_or_create
 
-    from agents.models import Session, SessionRuntime
-
-    with transaction.atomic():
-        session = Session.objects.create(key=key, profile=profile, max_turn_steps=max_steps)
-        SessionRuntime.objects.create(session=session)
-    return session.id
+    return session_get_or_create(key=key, profile=profile, max_turn_steps=max_steps).id
 
 
 class EngineRuns:
