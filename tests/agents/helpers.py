@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 import secrets
+import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 from django.conf import settings
+from django.db import connection
 from django.test import Client
 
 from agents.inbound import sign
@@ -68,3 +72,29 @@ def kinds(session: Session) -> list[str]:
     return list(
         Event.objects.filter(session=session).order_by("seq").values_list("kind", flat=True)
     )
+
+
+def at_once(work: Callable[[], Any], threads: int = 4, timeout: float = 60) -> list[Any]:
+    """Run `work` on `threads` threads released together, each on its own
+    database connection; their results. An error in any of them fails here."""
+    results: list[Any] = []
+    errors: list[BaseException] = []
+    start = threading.Barrier(threads)
+
+    def run() -> None:
+        try:
+            start.wait(timeout)
+            results.append(work())
+        except BaseException as exc:  # noqa: BLE001 (raised below, in the test's thread)
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    running = [threading.Thread(target=run) for _ in range(threads)]
+    for thread in running:
+        thread.start()
+    for thread in running:
+        thread.join(timeout)
+    assert not errors, errors
+    assert len(results) == threads, "a thread did not finish in time"
+    return results

@@ -43,65 +43,61 @@ def test_a_batch_redis_refuses_is_dropped_with_a_warning_and_the_thread_goes_on(
     assert publisher.thread.is_alive() and publisher.queue.empty()
 
 
-def test_batches_reach_subscribers_on_a_connection_with_replies_off(settings):
-    """The publisher never reads Redis's replies (it turns them off): batch
-    after batch still arrives, in order."""
+def _subscribed(settings, session_id: int):
+    """A listener on the session's group, and a function that waits until n
+    events arrived and returns their seqs in arrival order."""
     import redis
     from channels.layers import get_channel_layer
 
     layer = get_channel_layer()
     listener = redis.Redis.from_url(settings.REDIS_URL).pubsub()
-    listener.subscribe(events.group_channel(events.session_group(424242)))
+    listener.subscribe(events.group_channel(events.session_group(session_id)))
     listener.get_message(timeout=5)  # the subscribe confirmation
-    publisher = events._Publisher()
-    event = {"kind": "tool.finished", "turn_id": 1, "data": {}, "actor": "t"}
-    for seq in range(1, 6):
-        publisher.submit("session.events", 424242, [{**event, "seq": seq}])
-        wait_for(lambda: publisher.queue.empty(), timeout=5, what="the batch to leave")
-
     seqs: list[int] = []
 
-    def received():
-        message = listener.get_message(timeout=0.1)
-        if message and message["type"] == "message":
-            seqs.extend(e["seq"] for e in layer.deserialize(message["data"])["events"])
-        return len(seqs) >= 5
+    def received(n: int) -> list[int]:
+        def arrived() -> bool:
+            message = listener.get_message(timeout=0.1)
+            if message and message["type"] == "message":
+                seqs.extend(e["seq"] for e in layer.deserialize(message["data"])["events"])
+            return len(seqs) >= n
 
-    wait_for(received, timeout=10, what="five batches")
-    assert seqs == [1, 2, 3, 4, 5]
-    listener.close()
+        wait_for(arrived, timeout=10, what=f"{n} events")
+        listener.close()
+        return seqs
+
+    return received
+
+
+EVENT = {"kind": "tool.finished", "turn_id": 1, "data": {}, "actor": "t"}
+
+
+def test_batches_reach_subscribers_on_a_connection_with_replies_off(settings):
+    """The publisher never reads Redis's replies (it turns them off): batch
+    after batch still arrives, in order."""
+    received = _subscribed(settings, 424242)
+    publisher = events._Publisher()
+    for seq in range(1, 6):
+        publisher.submit("session.events", 424242, [{**EVENT, "seq": seq}])
+        wait_for(lambda: publisher.queue.empty(), timeout=5, what="the batch to leave")
+
+    assert received(5) == [1, 2, 3, 4, 5]
 
 
 def test_payloads_built_on_the_publisher_thread_keep_their_place_in_the_order(settings):
     """The step loop hands over a function that builds its payload; the
     publisher calls it on its own thread, and batches stay in submit order."""
-    import redis
-    from channels.layers import get_channel_layer
-
-    layer = get_channel_layer()
-    listener = redis.Redis.from_url(settings.REDIS_URL).pubsub()
-    listener.subscribe(events.group_channel(events.session_group(434343)))
-    listener.get_message(timeout=5)
+    received = _subscribed(settings, 434343)
     publisher = events._Publisher()
-    event = {"kind": "tool.finished", "turn_id": 1, "data": {}, "actor": "t"}
     built_on: list[str] = []
 
     def build() -> list[dict]:
         built_on.append(threading.current_thread().name)
-        return [{**event, "seq": 2}, {**event, "seq": 3}]
+        return [{**EVENT, "seq": 2}, {**EVENT, "seq": 3}]
 
-    publisher.submit("session.events", 434343, [{**event, "seq": 1}])
+    publisher.submit("session.events", 434343, [{**EVENT, "seq": 1}])
     publisher.submit("session.events", 434343, build)
-    publisher.submit("session.events", 434343, [{**event, "seq": 4}])
-    seqs: list[int] = []
+    publisher.submit("session.events", 434343, [{**EVENT, "seq": 4}])
 
-    def received():
-        message = listener.get_message(timeout=0.1)
-        if message and message["type"] == "message":
-            seqs.extend(e["seq"] for e in layer.deserialize(message["data"])["events"])
-        return len(seqs) >= 4
-
-    wait_for(received, timeout=10, what="four events")
-    assert seqs == [1, 2, 3, 4]
+    assert received(4) == [1, 2, 3, 4]
     assert built_on == ["event-publisher"]
-    listener.close()

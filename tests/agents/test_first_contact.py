@@ -4,13 +4,11 @@ the key is taken."""
 
 from __future__ import annotations
 
-import threading
-
 import pytest
-from django.db import connection
 
 from agents.models import Session, SessionRuntime
 from agents.services import session_get_or_create
+from tests.agents.helpers import at_once
 
 
 @pytest.mark.django_db
@@ -46,21 +44,7 @@ def test_a_taken_key_returns_that_session_and_writes_nothing():
 
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_first_contacts_reach_one_session():
-    ids: list[int] = []
-    start = threading.Barrier(4)
-
-    def contact() -> None:
-        try:
-            start.wait(timeout=10)
-            ids.append(session_get_or_create(key="ticket:race").pk)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=contact) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
+    ids = at_once(lambda: session_get_or_create(key="ticket:race").pk)
 
     assert len(ids) == 4 and len(set(ids)) == 1
     assert SessionRuntime.objects.filter(session_id=ids[0]).count() == 1

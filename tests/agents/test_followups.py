@@ -5,18 +5,16 @@ restart, canceled by a customer reply."""
 from __future__ import annotations
 
 import signal
-import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from agents.followups import followup_schedule, followups_fire_due
 from agents.models import Event, FollowUp, Session, ToolCall, Turn
 from agents.tools.base import ToolContext
 from agents.tools.support import SCHEDULE_FOLLOWUP
-from tests.agents.helpers import deliver_ticket, wait_turn
+from tests.agents.helpers import at_once, deliver_ticket, wait_turn
 from tests.dashboard import factories
 from tests.processes import wait_for
 
@@ -65,26 +63,8 @@ def test_a_resent_schedule_call_makes_one_row(broker):
 def test_concurrent_firing_fires_each_due_followup_exactly_once(broker):
     sessions = [factories.session() for _ in range(5)]
     rows = [_due(s, i * 10 + j) for i, s in enumerate(sessions) for j in range(4)]
-    results: list[int] = []
-    errors: list[BaseException] = []
-    start = threading.Barrier(4)
+    results = at_once(followups_fire_due)
 
-    def fire() -> None:
-        try:
-            start.wait()
-            results.append(followups_fire_due())
-        except BaseException as exc:  # noqa: BLE001 (reported by the assert below)
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=fire) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-
-    assert not errors, errors
     # A row whose session another thread held at that instant was passed over,
     # not waited for (no lock wait while holding a row): the next tick fires it.
     assert sum(results) + followups_fire_due() == len(rows)
