@@ -184,3 +184,18 @@ def test_a_session_spend_limit_pauses_and_an_admin_raise_resumes(sandbox, worker
     assert kinds.index("budget.exceeded") < kinds.index("budget.raised")
     assert kinds.index("budget.raised") < kinds.index("turn.resuming")
     assert_invariants(session)
+
+
+def test_prices_follow_the_price_table_setting_when_it_is_replaced(settings):
+    """Prices are looked up once per model and table: a replaced table is read afresh."""
+    from agents import budgets
+
+    settings.AGENTDESK_PRICES = {"claude-": [3, 15], "claude-haiku": [1, 5], "*": [10, 10]}
+    assert budgets.prices_for("claude-haiku-4") == (1.0, 5.0)  # the longest prefix
+    assert budgets.prices_for("claude-sonnet-4") == (3.0, 15.0)
+    assert budgets.prices_for("other") == (10.0, 10.0)
+    assert budgets.cost_micros("claude-haiku-4", 1000, 100) == 1500
+
+    settings.AGENTDESK_PRICES = {"claude-haiku": [2, 8]}
+    assert budgets.prices_for("claude-haiku-4") == (2.0, 8.0)
+    assert budgets.prices_for("other") is None
