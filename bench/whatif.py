@@ -7,8 +7,9 @@ times: the best steps/s (the machine is shared) and the median CPU per step. The
 - validator: Tool.validate with a validator compiled once per schema
   (jsonschema.validate re-checks the schema against its metaschema on every
   call);
-- +no publish: the same, and events.publish / publish_delta do nothing (what
-  the event publisher thread costs the step loop through the GIL);
+- +no publish: the same, and events.publish / publish_built / publish_delta
+  do nothing (what the event publisher thread costs the step loop through
+  the GIL);
 - +server binding: the same, and Django's psycopg backend with
   OPTIONS["server_side_binding"] = True (parameters bound by the server, so
   psycopg prepares the repeated record statements and the server stops
@@ -68,6 +69,7 @@ def apply(variant: str) -> None:
         from agents import events
 
         events.publish = lambda *a, **k: None
+        events.publish_built = lambda *a, **k: None
         events.publish_delta = lambda *a, **k: None
 
 
