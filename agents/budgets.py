@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from django.conf import settings
 
@@ -31,21 +30,11 @@ MIN_OUTPUT_TOKENS = 256
 
 def prices_for(model: str) -> tuple[float, float] | None:
     """(input, output) USD per million tokens for `model`: the longest
-    matching prefix in AGENTDESK_PRICES, else its "*" entry, else None.
-    Looked up once per model and price table (two or three times a step)."""
+    matching prefix in AGENTDESK_PRICES, else its "*" entry, else None."""
     table: dict[str, list[float]] = settings.AGENTDESK_PRICES
-    if _prices[0] is not table:  # a new table (settings overridden): forget the old answers
-        _prices[:] = [table, {}]
-    found: dict[str, tuple[float, float] | None] = _prices[1]
-    if model not in found:
-        best = max((p for p in table if p != "*" and model.startswith(p)), key=len, default=None)
-        entry = table.get(best) if best is not None else table.get("*")
-        found[model] = (float(entry[0]), float(entry[1])) if entry else None
-    return found[model]
-
-
-# [the price table, {model: its prices}]
-_prices: list[Any] = [None, {}]
+    best = max((p for p in table if p != "*" and model.startswith(p)), key=len, default=None)
+    entry = table.get(best) if best is not None else table.get("*")
+    return (float(entry[0]), float(entry[1])) if entry else None
 
 
 def cost_micros(model: str, input_tokens: int, output_tokens: int) -> int:

@@ -187,7 +187,7 @@ def test_a_session_spend_limit_pauses_and_an_admin_raise_resumes(sandbox, worker
 
 
 def test_prices_follow_the_price_table_setting_when_it_is_replaced(settings):
-    """Prices are looked up once per model and table: a replaced table is read afresh."""
+    """The longest matching prefix wins, else "*"; a replaced table is what counts."""
     from agents import budgets
 
     settings.AGENTDESK_PRICES = {"claude-": [3, 15], "claude-haiku": [1, 5], "*": [10, 10]}
