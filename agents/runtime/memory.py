@@ -41,23 +41,9 @@ RESULT_CHARS = 2000  # of one tool result, in the text the summarizer reads
 
 
 def _row_chars(row: dict[str, Any]) -> int:
-    return _chars(json.dumps(row["content"]))
-
-
-def _chars(content_json: str) -> int:
     # As the request will spell it (json's default separators), plus the
     # message wrapper: an estimate on the high side rather than the low.
-    return len(content_json) + 32
-
-
-def append_row(claimed: Claimed, row: dict[str, Any], content_json: str) -> None:
-    """Add a just-recorded row to the transcript in memory, counted from
-    `content_json` (its content as `json.dumps` spells it, which the record
-    statement sent anyway) instead of dumping it again."""
-    if claimed.chars_counted == len(claimed.transcript):
-        claimed.transcript_chars += _chars(content_json)
-        claimed.chars_counted += 1
-    claimed.transcript.append(row)
+    return len(json.dumps(row["content"])) + 32
 
 
 def context_tokens(claimed: Claimed) -> int:

@@ -33,7 +33,6 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from agents import events
 from agents.fields import json_column
 from agents.models import ToolCall
-from agents.runtime import memory
 from agents.runtime.state import CallState, Claimed
 from agents.runtime.store.lock import LostClaim
 
@@ -146,12 +145,11 @@ def record_reply(
     cost_micros: int = 0,
 ) -> tuple[int, dict[str, int]]:
     """Commit a model reply; returns its transcript position and call ids."""
-    content_json = json.dumps(content)  # as memory counts it; jsonb keeps no spacing
     params = {
         "sid": claimed.session_id,
         "fence": claimed.fence,
         "turn": claimed.turn_id,
-        "content": content_json,
+        "content": _dumps(content),
         "calls": _dumps(calls),
         "approvals": _dumps(approvals),
         "events": _dumps(event_list),
@@ -172,7 +170,7 @@ def record_reply(
     if finish:  # no queued turn: the engine need not claim again to find none
         claimed.turn_queued = queued
     claimed.turn_steps += 1
-    memory.append_row(claimed, {"role": "assistant", "content": content}, content_json)
+    claimed.transcript.append({"role": "assistant", "content": content})
     _publish(claimed, base, event_list, position, {"content": content})
     return position, ids
 
@@ -219,7 +217,6 @@ def record_tool_result(
     block["content"] = content
     if is_error:
         block["is_error"] = True
-    content_json = json.dumps([block])  # as memory counts it; jsonb keeps no spacing
     params = {
         "sid": claimed.session_id,
         "fence": claimed.fence,
@@ -229,14 +226,14 @@ def record_tool_result(
         "is_error": is_error,
         "external_id": external_id,
         "next": next_call.id if next_call else None,
-        "content": content_json,
+        "content": _dumps([block]),
         "data": _dumps(data),
         "actor": claimed.owner,
     }
     seq, position, cancel_requested = _execute_one(RECORD_RESULT_SQL, params, claimed)
     claimed.cancel_requested = cancel_requested
     call.status, call.is_error, call.result_position = status, is_error, position
-    memory.append_row(claimed, {"role": "user", "content": [block]}, content_json)
+    claimed.transcript.append({"role": "user", "content": [block]})
     if next_call is not None:
         next_call.status = C.RUNNING
         next_call.attempts += 1
