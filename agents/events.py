@@ -169,6 +169,8 @@ class _Publisher:
                 ("PUBLISH", prefix + group, layer.serialize(message))
                 for group, message in _messages(batch)
             ]
+            if not commands:
+                continue
             try:  # no replies to read (_replies_off)
                 connection.send_packed_command(connection.pack_commands(commands))
             except Exception:  # Redis down: viewers catch up from Postgres later
@@ -197,7 +199,13 @@ class _Publisher:
 
 
 def _built(items: Items) -> list[dict[str, Any]]:
-    return items() if callable(items) else items
+    if not callable(items):
+        return items
+    try:
+        return items()
+    except Exception:  # a broken payload loses its push, not the publisher thread
+        log.exception("could not build an event payload; viewers catch up from Postgres")
+        return []
 
 
 def _replies_off(connection: redis.Connection) -> None:
@@ -213,6 +221,8 @@ def _messages(batch: dict[tuple[str, int], list[dict[str, Any]]]):
     """(group, channel-layer message) pairs for a drained batch."""
     desk_changed = []
     for (kind, session_id), items in batch.items():
+        if not items:  # its payload could not be built
+            continue
         yield session_group(session_id), {"type": kind, "session_id": session_id, "events": items}
         if kind == "session.events" and any(e["kind"].startswith(_DESK_KINDS) for e in items):
             desk_changed.append(session_id)

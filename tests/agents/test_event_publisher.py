@@ -101,3 +101,22 @@ def test_payloads_built_on_the_publisher_thread_keep_their_place_in_the_order(se
 
     assert received(4) == [1, 2, 3, 4]
     assert built_on == ["event-publisher"]
+
+
+def test_a_payload_that_cannot_be_built_is_logged_and_the_publisher_goes_on(settings, caplog):
+    """A bug in a payload builder (it runs on the publisher's thread) loses
+    that push, with the error logged; later batches still go out."""
+    caplog.set_level(logging.ERROR, logger="agents.events")
+    received = _subscribed(settings, 454545)
+    publisher = events._Publisher()
+
+    def broken() -> list[dict]:
+        raise KeyError("seq")
+
+    publisher.submit("session.events", 454545, broken)
+    wait_for(lambda: publisher.queue.empty(), timeout=5, what="the broken item taken")
+    publisher.submit("session.events", 454545, [{**EVENT, "seq": 7}])
+
+    assert received(1) == [7]
+    assert publisher.thread.is_alive()
+    assert any("could not build an event payload" in r.getMessage() for r in caplog.records)
