@@ -91,16 +91,34 @@ def publish_on_commit(session_id: int, events: list[Event]) -> None:
 
 
 def event_payload(event: Event, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    body = {
-        "seq": event.seq,
-        "kind": event.kind,
-        "turn_id": event.turn_id,
-        "data": event.data,
-        "actor": event.actor,
-        "at": event.created_at.isoformat(),
-    }
-    if event.position is not None:
-        body["position"] = event.position
+    return payload(
+        seq=event.seq,
+        kind=event.kind,
+        turn_id=event.turn_id,
+        data=event.data,
+        actor=event.actor,
+        at=event.created_at.isoformat(),
+        position=event.position,
+        extra=extra,
+    )
+
+
+def payload(
+    *,
+    seq: int,
+    kind: str,
+    turn_id: int | None,
+    data: Any,
+    actor: str,
+    at: str,
+    position: int | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """An event as it is pushed to viewers: the transcript row's position
+    (and, from the engine, its content) only on the event that adds one."""
+    body = {"seq": seq, "kind": kind, "turn_id": turn_id, "data": data, "actor": actor, "at": at}
+    if position is not None:
+        body["position"] = position
     if extra:
         body.update(extra)
     return body

@@ -17,6 +17,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.template.loader import render_to_string
 
 from agents import selectors
+from agents.events import payload
 from agents.models import Event, Session
 from approvals.models import Approval
 
@@ -42,14 +43,15 @@ def perm_signature(user: AbstractBaseUser) -> tuple[bool, ...]:
 
 
 def event_dict(event: Event) -> dict[str, Any]:
-    return {
-        "seq": event.seq,
-        "kind": event.kind,
-        "turn_id": event.turn_id,
-        "data": event.data,
-        "actor": event.actor,
-        "at": event.created_at.isoformat(),
-    }
+    """An event read back from the log, as a live push shows it (no transcript row)."""
+    return payload(
+        seq=event.seq,
+        kind=event.kind,
+        turn_id=event.turn_id,
+        data=event.data,
+        actor=event.actor,
+        at=event.created_at.isoformat(),
+    )
 
 
 def lean(event: dict[str, Any]) -> dict[str, Any]:

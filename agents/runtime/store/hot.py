@@ -304,18 +304,17 @@ def _payload(
     extra: dict[str, Any],
 ) -> list[dict[str, Any]]:
     now = datetime.fromtimestamp(at, UTC).isoformat()
-    payload = []
-    for offset, spec in enumerate(event_list, start=1):
-        body = {
-            "seq": base + offset,
-            "kind": spec["kind"],
-            "turn_id": turn_id,
-            "data": spec["data"],
-            "actor": actor,
-            "at": now,
-        }
-        if offset == 1:  # the transcript row is on the first event
-            body["position"] = position
-            body.update(extra)
-        payload.append(body)
-    return payload
+    return [
+        events.payload(
+            seq=base + offset,
+            kind=spec["kind"],
+            turn_id=turn_id,
+            data=spec["data"],
+            actor=actor,
+            at=now,
+            # The transcript row (its position and content) is on the first event.
+            position=position if offset == 1 else None,
+            extra=extra if offset == 1 else None,
+        )
+        for offset, spec in enumerate(event_list, start=1)
+    ]
