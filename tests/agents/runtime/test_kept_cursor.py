@@ -4,6 +4,7 @@ the way of Django's query logging."""
 
 from __future__ import annotations
 
+import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -28,3 +29,18 @@ def test_statements_are_logged_while_queries_are_captured(transactional_db):
         cursor = hot._kept_cursor()
         cursor.execute("SELECT 2")
     assert [q["sql"] for q in captured.captured_queries] == ["SELECT 2"]
+
+
+def test_a_statement_that_fails_on_the_kept_cursor_leaves_it_usable(transactional_db):
+    """An error comes out as Django's error, and the next hot statement runs on
+    the same kept cursor (autocommit: nothing to roll back)."""
+    from django.db import DataError
+
+    cursor = hot._kept_cursor()
+    with pytest.raises(DataError):
+        cursor.execute("SELECT 1 / %s", [0])
+
+    again = hot._kept_cursor()
+    assert again is cursor
+    again.execute("SELECT 3")
+    assert again.fetchone() == (3,)
