@@ -54,8 +54,8 @@ def session_get_or_create(
         row = cursor.fetchone()
     if row is None:  # the key exists (or a concurrent first contact won): that session
         return Session.objects.get(key=key)
-    session.id = session.pk = row[0]
-    session._state.adding = False
+    session.pk = row[0]
+    session._state.adding, session._state.db = False, "default"  # as if loaded, like a Turn below
     return session
 
 
