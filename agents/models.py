@@ -193,9 +193,12 @@ class SessionRuntime(models.Model):
     # claim (its connection was killed, another worker took over) can never
     # record a stale step.
     fence = models.BigIntegerField(default=0)
-    # The worker holding the claim, '' when released. A claim that finds it
-    # set means the previous owner died mid-work: that is a recovery.
+    # The worker slot holding the claim (`host:pid/slot`), '' when released.
     owner = models.CharField(max_length=100, blank=True)
+    # The liveness lock key of the worker process that holds the claim
+    # (agents/runtime/ownership.py). A claim that finds `owner` set and this
+    # process's lock free found a dead owner: that is a recovery.
+    owner_process = models.BigIntegerField(default=0, db_default=0)
     last_seq = models.BigIntegerField(default=0)  # the last event seq handed out
     transcript_len = models.IntegerField(default=0)  # the next transcript position
     current_turn_id = models.BigIntegerField(null=True)
