@@ -38,6 +38,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--model-chunk-delay-ms", type=int, default=0, help="sleep between streamed chunks"
     )
+    parser.add_argument(
+        "--model-ttft-ms",
+        type=int,
+        default=0,
+        help="a real model's pace: time to the first token of each reply",
+    )
+    parser.add_argument(
+        "--model-tokens-per-s",
+        type=float,
+        default=0.0,
+        help="a real model's pace: output tokens streamed per second (0: at once)",
+    )
     parser.add_argument("--access-log", action="store_true", help="log every request")
     return parser.parse_args(argv)
 
@@ -87,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
         webhook_secret=args.webhook_secret,
         seed_demo=args.seed_demo,
         model_chunk_delay_ms=args.model_chunk_delay_ms,
+        model_ttft_ms=args.model_ttft_ms,
+        model_tokens_per_s=args.model_tokens_per_s,
     )
     config = uvicorn.Config(
         app,

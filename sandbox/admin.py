@@ -12,7 +12,7 @@ from sandbox.db import run_sync
 from sandbox.faults import FaultError
 from sandbox.responses import helpdesk_error, json_body, json_response
 from sandbox.seed import seed_demo
-from sandbox.state import Sandbox, sandbox_of
+from sandbox.state import ModelPace, Sandbox, sandbox_of
 
 
 async def health(request: Request) -> Response:
@@ -96,6 +96,7 @@ def _wants_seed(request: Request, body: dict[str, Any] | None) -> bool:
 def reset_all(sandbox: Sandbox, *, reseed: bool) -> None:
     sandbox.db.wipe()
     sandbox.faults.clear()
+    sandbox.pace = sandbox.default_pace()
     sandbox.counters.clear()
     sandbox.requests.clear()
     if reseed:
@@ -138,6 +139,26 @@ async def faults_add(request: Request) -> Response:
     return json_response({"id": rule.id, "faults": sandbox_of(request).faults.list()}, 201)
 
 
+async def model_pace_get(request: Request) -> Response:
+    return json_response(sandbox_of(request).pace.as_dict())
+
+
+async def model_pace_set(request: Request) -> Response:
+    """`{"ttft_ms": 2000, "tokens_per_s": 60}`: the Messages API's pace from now on."""
+    body = await json_body(request)
+    try:
+        if body is None:
+            raise ValueError("Body must be a JSON object.")
+        ttft_ms = int(body.get("ttft_ms", 0))
+        tokens_per_s = float(body.get("tokens_per_s", 0))
+        if not (0 <= ttft_ms <= 600_000 and 0 <= tokens_per_s <= 1_000_000):
+            raise ValueError("ttft_ms must be 0..600000 and tokens_per_s 0..1000000")
+    except (TypeError, ValueError) as exc:
+        return helpdesk_error(400, "invalid_request", str(exc))
+    sandbox_of(request).pace = ModelPace(ttft_ms, tokens_per_s)
+    return json_response(sandbox_of(request).pace.as_dict())
+
+
 async def faults_clear(request: Request) -> Response:
     sandbox_of(request).faults.clear()
     return json_response({"faults": []})
@@ -153,4 +174,6 @@ routes = [
     Route("/_faults", faults_list, methods=["GET"]),
     Route("/_faults", faults_add, methods=["POST"]),
     Route("/_faults", faults_clear, methods=["DELETE"]),
+    Route("/_model_pace", model_pace_get, methods=["GET"]),
+    Route("/_model_pace", model_pace_set, methods=["POST"]),
 ]

@@ -61,7 +61,8 @@ def _lifespan(sandbox: Sandbox) -> Any:
 
 def create_app(data_path: str | Path, **options: Any) -> FaultInjector:
     """The ASGI app. Options: rate, seed, webhook_url, webhook_secret,
-    seed_demo, model_chunk_delay_ms (see `python -m sandbox --help`)."""
+    seed_demo, model_chunk_delay_ms, model_ttft_ms, model_tokens_per_s (see
+    `python -m sandbox --help`)."""
     opts = Options(**options)
     db = Database(data_path)
     sandbox = Sandbox(
@@ -71,6 +72,7 @@ def create_app(data_path: str | Path, **options: Any) -> FaultInjector:
         counters=Counters(),
         webhooks=WebhookSender(db, opts.webhook_url, opts.webhook_secret),
     )
+    sandbox.pace = sandbox.default_pace()
     app = Starlette(
         routes=[*admin.routes, *helpdesk.routes, *payments.routes, *messages.routes],
         exception_handlers={HTTPException: _http_error},

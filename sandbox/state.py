@@ -24,6 +24,23 @@ class Options:
     webhook_secret: str | None = None
     seed_demo: bool = False
     model_chunk_delay_ms: int = 0
+    # A real model's pace (ModelPace below): what a fresh sandbox starts with.
+    model_ttft_ms: int = 0
+    model_tokens_per_s: float = 0.0
+
+
+@dataclass
+class ModelPace:
+    """How fast the Messages-API stand-in answers, like a real model: the time
+    to its first token, then so many output tokens a second (0: at once).
+    Set at start (--model-ttft-ms, --model-tokens-per-s) and at run time
+    (POST /_model_pace), so a benchmark or a demo runs at a real model's pace."""
+
+    ttft_ms: int = 0
+    tokens_per_s: float = 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        return {"ttft_ms": self.ttft_ms, "tokens_per_s": self.tokens_per_s}
 
 
 class Counters:
@@ -82,6 +99,10 @@ class Sandbox:
     counters: Counters
     webhooks: WebhookSender
     requests: RequestLog = field(default_factory=RequestLog)
+    pace: ModelPace = field(default_factory=ModelPace)
+
+    def default_pace(self) -> ModelPace:
+        return ModelPace(self.options.model_ttft_ms, self.options.model_tokens_per_s)
 
 
 def sandbox_of(request: Request) -> Sandbox:

@@ -22,6 +22,15 @@ JSON_CHUNKS = 4
 class Pacing:
     delay: float = 0.0  # seconds slept after each delta
     min_text_chunks: int = 1
+    # A real model's pace: before the first delta, and per output token.
+    ttft: float = 0.0
+    per_token: float = 0.0
+
+    def after(self, event: Event) -> float:
+        """Seconds to sleep after sending `event`."""
+        if not event.pause_after:
+            return 0.0
+        return self.delay + self.per_token * estimate_tokens(event.delta_text)
 
 
 @dataclass(frozen=True)
@@ -29,6 +38,11 @@ class Event:
     name: str
     data: dict[str, Any]
     pause_after: bool = False
+
+    @property
+    def delta_text(self) -> str:
+        delta = self.data.get("delta", {})
+        return delta.get("text") or delta.get("partial_json") or ""
 
     def frame(self) -> bytes:
         return (
@@ -160,4 +174,4 @@ def _tool_block_events(index: int, reply: Reply) -> list[Event]:
 
 
 def total_delay(events: list[Event], pacing: Pacing) -> float:
-    return pacing.delay * sum(1 for e in events if e.pause_after)
+    return pacing.ttft + sum(pacing.after(e) for e in events)

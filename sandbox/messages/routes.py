@@ -70,7 +70,13 @@ async def _read_request(request: Request) -> tuple[dict[str, Any], Turn] | Respo
 def _pacing(request: Request, turn: Turn, body: dict[str, Any]) -> Pacing:
     if "slow" in turn.directives or (memory.is_summary_request(body) and memory.wants_slow(body)):
         return SLOW_PACING
-    return Pacing(delay=sandbox_of(request).options.model_chunk_delay_ms / 1000)
+    sandbox = sandbox_of(request)
+    pace = sandbox.pace
+    return Pacing(
+        delay=sandbox.options.model_chunk_delay_ms / 1000,
+        ttft=pace.ttft_ms / 1000,
+        per_token=1 / pace.tokens_per_s if pace.tokens_per_s > 0 else 0.0,
+    )
 
 
 async def create_message(request: Request) -> Response:
@@ -114,10 +120,12 @@ async def _stream(
 ) -> AsyncIterator[bytes]:
     finished = False
     try:
-        for event in events:
+        for index, event in enumerate(events):
             yield event.frame()
-            if event.pause_after:
-                await anyio.sleep(pacing.delay)
+            if index == 0 and pacing.ttft:  # message_start goes at once, like the real API
+                await anyio.sleep(pacing.ttft)
+            if pause := pacing.after(event):
+                await anyio.sleep(pause)
         finished = True
     finally:
         # A client that hangs up mid-stream (a cancel) shows up in /_stats.

@@ -166,3 +166,34 @@ def test_chunk_delay_option_paces_the_stream(start_sandbox):
         chunks = list(stream.text_stream)
     assert len(chunks) >= 2
     assert time.monotonic() - started >= len(chunks) * 0.04
+
+
+def test_model_pace_sets_the_time_to_first_token_and_tokens_per_second(
+    sandbox, anthropic_client, triage_tools
+):
+    """POST /_model_pace: the stand-in answers at a real model's pace. Lower
+    bounds only (the server sleeps at least this long); /_reset restores it."""
+    assert sandbox.post("/_model_pace", {"ttft_ms": 400, "tokens_per_s": 50}).json() == {
+        "ttft_ms": 400,
+        "tokens_per_s": 50.0,
+    }
+    started = time.monotonic()
+    with anthropic_client.messages.stream(
+        model="claude-sandbox",
+        max_tokens=1024,
+        tools=triage_tools,
+        messages=[{"role": "user", "content": TICKET}],
+    ) as stream:
+        first = None
+        for _ in stream.text_stream:
+            first = first or time.monotonic() - started
+        final = stream.get_final_message()
+    total = time.monotonic() - started
+    assert first is not None and first >= 0.4
+    # Every output token costs 1/50 s after the first one arrived.
+    assert total - first >= (final.usage.output_tokens - 10) / 50 * 0.5
+
+    refused = sandbox.post("/_model_pace", {"ttft_ms": -1})
+    assert refused.status == 400 and "ttft_ms" in refused.text
+    sandbox.post("/_reset", {})
+    assert sandbox.get("/_model_pace").json() == {"ttft_ms": 0, "tokens_per_s": 0.0}
