@@ -3,7 +3,7 @@
 import os
 
 from celery import Celery
-from celery.signals import worker_ready
+from celery.signals import worker_ready, worker_shutdown
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -18,3 +18,12 @@ def _start_sweeper_thread(**_: object) -> None:
     from agents.runtime import watchdog
 
     watchdog.start()
+
+
+@worker_shutdown.connect
+def _release_liveness(**_: object) -> None:
+    """A clean stop lets go of the liveness lock at once (a dead process's
+    lock goes with its connection anyway)."""
+    from agents.runtime import ownership
+
+    ownership.release_liveness()

@@ -5,6 +5,7 @@ Every knob is an environment variable with a default that works for
 before anything imports this module).
 """
 
+import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -68,15 +69,36 @@ TEMPLATES = [
 
 # --- Data stores ----------------------------------------------------------
 DATABASE_URL = env_str("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/agentdesk")
+# Every process borrows its connections from a small pool of its own
+# (Django's psycopg pool): a worker's slots borrow one for each claim and
+# record and give it back before every network wait (agents/runtime/store/
+# pool.py), Daphne's request threads for each request. So a process holds at
+# most AGENTDESK_DB_POOL_SIZE connections (a worker one more: its liveness
+# lock, agents/runtime/ownership.py) however many sessions or requests it
+# has in flight. Pooling replaces persistent connections (CONN_MAX_AGE 0).
+AGENTDESK_DB_POOL_SIZE = env_int("AGENTDESK_DB_POOL_SIZE", 8)
 DATABASES = {
-    # Persistent connections: a worker keeps one connection, which also holds
-    # its session-level advisory locks (see agents/runtime/ownership.py).
-    "default": dj_database_url.parse(DATABASE_URL, conn_max_age=600, conn_health_checks=True)
+    "default": dj_database_url.parse(DATABASE_URL, conn_max_age=0, conn_health_checks=True)
 }
-# Parameters bound by the server, and statements seen 5 times on a connection
-# prepared (Django's default turns psycopg's preparing off): the engine's
-# record statements are then planned once per connection, not on every step.
-DATABASES["default"].setdefault("OPTIONS", {}).update(server_side_binding=True, prepare_threshold=5)
+DATABASES["default"].setdefault("OPTIONS", {}).update(
+    # Parameters bound by the server, and statements seen 5 times on a
+    # connection prepared (Django's default turns psycopg's preparing off): the
+    # engine's record statements are then planned once per pooled connection.
+    server_side_binding=True,
+    prepare_threshold=5,
+    pool={
+        "min_size": min(2, AGENTDESK_DB_POOL_SIZE),
+        "max_size": AGENTDESK_DB_POOL_SIZE,
+        # A borrower waits this long for a free connection, then fails its step
+        # (retried): only a pool far too small for its process waits at all.
+        "timeout": env_float("AGENTDESK_DB_POOL_TIMEOUT_S", 30.0),
+        # Connections idle this long are closed, down to min_size.
+        "max_idle": 300.0,
+    },
+)
+# Which process a connection belongs to, in pg_stat_activity (unless the URL
+# names it: ?application_name=...).
+DATABASES["default"]["OPTIONS"].setdefault("application_name", f"agentdesk pid={os.getpid()}")
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -102,6 +124,12 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True  # a task killed mid-step is delivered again
 CELERY_TASK_REJECT_ON_WORKER_LOST = True  # ...also when the pool child dies
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1  # a busy worker does not hoard messages
+# Many sessions in flight per worker process: each slot of a thread pool
+# drives one session, and almost all of a slot's time is spent waiting on a
+# model stream or a tool call, which releases the GIL and holds no database
+# connection. The README ("Sizing") says how to choose the number.
+CELERY_WORKER_POOL = env_str("AGENTDESK_WORKER_POOL", "threads")
+CELERY_WORKER_CONCURRENCY = env_int("AGENTDESK_WORKER_SLOTS", 200)
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # One advance task runs at most AGENTDESK_TASK_SLICE_S of steps and then

@@ -99,7 +99,9 @@ def start_sandbox(data_dir: Path, env: dict[str, str], *extra: str) -> tuple[Pro
 
 
 def start_worker(name: str, env: dict[str, str], log_dir: Path, *extra: str) -> Proc:
-    args = [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool=solo"]
+    """A worker in the production mode (settings: a thread pool of slots) unless
+    `extra` says otherwise (`--pool=prefork`)."""
+    args = [sys.executable, "-m", "celery", "-A", "config", "worker"]
     args += ["--loglevel=INFO", "-n", f"{name}@%h", "--without-gossip", "--without-mingle"]
     args += ["--without-heartbeat", *extra]
     proc = Proc(name, args, env, log_dir / f"{name}-{time.monotonic_ns()}.log")

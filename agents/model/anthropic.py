@@ -51,7 +51,7 @@ class AnthropicModel:
             with stream:
                 for event in stream:
                     if abort.is_set():
-                        raise ModelAborted("turn canceled during the model stream")
+                        raise ModelAborted("the model stream was aborted")
                     delta = assembler.feed(event)
                     if delta:
                         on_text(delta)
@@ -59,11 +59,11 @@ class AnthropicModel:
             raise
         except (anthropic.APIStatusError, anthropic.APIConnectionError) as exc:
             if abort.is_set():  # the stream was closed under us by a cancel
-                raise ModelAborted("turn canceled during the model stream") from exc
+                raise ModelAborted("the model stream was aborted") from exc
             raise ModelUnavailable(_describe(exc)) from exc
         except Exception as exc:  # a broken stream mid-way: same as no answer
             if abort.is_set():
-                raise ModelAborted("turn canceled during the model stream") from exc
+                raise ModelAborted("the model stream was aborted") from exc
             raise ModelUnavailable(f"model stream broke: {exc!r}") from exc
         return assembler.reply()
 

@@ -1,10 +1,16 @@
-"""Noticing a cancel while a model stream is in flight.
+"""Noticing a cancel, or a deadline, while a model stream is in flight.
 
 At step boundaries the engine learns of a cancel for free (every record
 statement returns the flag). During a model call it needs a watcher: one
-thread per worker process, with its own database connection, polls the
-flags of the sessions this process is streaming for and fires their abort
-signals (which close the HTTP stream, so even a stalled stream ends at once).
+thread per worker process polls the flags of the sessions this process is
+streaming for and fires their abort signals (which close the HTTP stream, so
+even a stalled stream ends at once). The same thread cuts a call that runs
+past its deadline: the SDK's timeouts are per read, so a stream that drips a
+token now and then would otherwise never end.
+
+Many sessions per process: one watcher for all of them; `watched` is only
+touched under `cond`; each poll borrows a pooled connection for one query
+and gives it back (store.pool), so watching holds no connection.
 """
 
 from __future__ import annotations
@@ -16,15 +22,23 @@ from contextlib import contextmanager
 
 from django.db import connection
 
+from agents.runtime.store import pool
+
 POLL_S = 0.25
 IDLE_CLOSE_S = 30.0
 
 
+CANCELED = "canceled"
+TIMED_OUT = "timed_out"
+
+
 class AbortSignal:
-    def __init__(self) -> None:
+    def __init__(self, deadline: float | None = None) -> None:
         self._event = threading.Event()
         self._callbacks: list[Callable[[], None]] = []
         self._lock = threading.Lock()
+        self.deadline = deadline  # time.monotonic() past which the call is cut
+        self.reason = ""  # CANCELED or TIMED_OUT, once fired
 
     def is_set(self) -> bool:
         return self._event.is_set()
@@ -37,8 +51,14 @@ class AbortSignal:
         if fire:
             callback()
 
-    def fire(self) -> None:
+    @property
+    def timed_out(self) -> bool:
+        return self.reason == TIMED_OUT
+
+    def fire(self, reason: str = CANCELED) -> None:
         with self._lock:
+            if not self._event.is_set():
+                self.reason = reason
             self._event.set()
             callbacks, self._callbacks = self._callbacks, []
         for callback in callbacks:
@@ -61,8 +81,9 @@ class _Watcher:
         self.asleep = False
 
     @contextmanager
-    def watch(self, session_id: int) -> Iterator[AbortSignal]:
-        signal = AbortSignal()
+    def watch(self, session_id: int, timeout_s: float | None) -> Iterator[AbortSignal]:
+        deadline = time.monotonic() + timeout_s if timeout_s else None
+        signal = AbortSignal(deadline)
         with self.cond:
             self.watched[session_id] = signal
             if self.thread is None or not self.thread.is_alive():
@@ -92,18 +113,24 @@ class _Watcher:
                 # for free at the step boundary after them (every record
                 # statement returns the flag), so only longer calls are polled.
                 self.cond.wait(POLL_S)
-                ids = list(self.watched)
-            if not ids:
+                watched = list(self.watched.items())
+            if not watched:
                 continue
+            now = time.monotonic()
+            for _, signal in watched:
+                if signal.deadline is not None and now > signal.deadline:
+                    signal.fire(TIMED_OUT)
             try:
-                canceled = _canceled(ids)
+                canceled = _canceled([session_id for session_id, _ in watched])
             except Exception:
                 connection.close()
                 canceled = []
+            finally:
+                pool.give_back()
             for session_id in canceled:
                 signal = self.watched.get(session_id)
                 if signal is not None:
-                    signal.fire()
+                    signal.fire(CANCELED)
 
 
 def _canceled(ids: list[int]) -> list[int]:
@@ -119,6 +146,7 @@ def _canceled(ids: list[int]) -> list[int]:
 _watcher = _Watcher()
 
 
-def watch(session_id: int):
-    """Context manager: an AbortSignal fired when the session's turn is canceled."""
-    return _watcher.watch(session_id)
+def watch(session_id: int, timeout_s: float | None = None):
+    """Context manager: an AbortSignal fired when the session's turn is
+    canceled, or when the call runs past `timeout_s` (its reason says which)."""
+    return _watcher.watch(session_id, timeout_s)

@@ -1,8 +1,9 @@
 """The step loop: claim, act, record.
 
-`advance(session_id)` is what the Celery task calls. It becomes the
-session's owner (or returns: someone else is on it), then runs the turn's
-consecutive steps in this one task, each step one of:
+`advance(session_id)` is what the Celery task calls, on one slot (thread) of
+a worker process that drives many sessions at once. It claims the session
+(or returns: a live slot is on it), then runs the turn's consecutive steps in
+this one task, each step one of:
 
 - a model call: build the request from the transcript, stream the reply
   (no transaction open), record it with its tool calls (store.record_reply);
@@ -12,7 +13,14 @@ consecutive steps in this one task, each step one of:
 
 It stops when the turn ends and no other is queued, when the turn waits on
 a human, when a step must be retried later, or after a time slice (then it
-re-enqueues itself, so one long turn cannot hog a worker).
+re-enqueues itself, so one long turn cannot hog a slot).
+
+Claims and records borrow a pooled connection; every network wait (the model
+stream, the tool call) starts by giving it back (store.pool), so the slots
+waiting on the network hold no connection. Each wait has its deadline,
+enforced here, not by Celery (whose time limits do not apply to a thread
+pool): the cancel watcher cuts a model call at AGENTDESK_MODEL_TIMEOUT_S,
+tooling cuts a tool call at the tool's timeout.
 """
 
 from __future__ import annotations
@@ -33,10 +41,11 @@ from agents.model import get_model_client
 from agents.model.base import ModelAborted, ModelReply, ModelRequest, ModelUnavailable
 from agents.models import ToolCall
 from agents.observability import observe
-from agents.runtime import cancel, dispatch, live, memory, store, tooling
-from agents.runtime.ownership import session_lock, worker_id
+from agents.runtime import cancel, dispatch, live, memory, ownership, store, tooling
+from agents.runtime.ownership import Owner
 from agents.runtime.state import CallState, Claimed
 from agents.runtime.store import budget as budget_store
+from agents.runtime.store import pool
 from agents.tools.base import Kind, Tool, ToolContext
 from agents.tools.registry import Profile, get_profile, turn_call_names
 from approvals.models import arguments_hash
@@ -54,29 +63,35 @@ class Stop(enum.Enum):
 
 
 def advance(session_id: int) -> None:
-    with session_lock(session_id) as owned:
-        if not owned:
-            return  # the owner will do the work; this delivery is a duplicate
-        _drive(session_id)
-    # Work that arrived while we were finishing found the lock taken and
-    # left it to us; we have released, so look once more.
-    if store.is_runnable(session_id):
-        dispatch.enqueue(session_id)
+    try:
+        _drive(session_id, ownership.me())
+        # Work that arrived while we drove found our name on the session and
+        # left it to us; we have let go, so look once more.
+        if store.is_runnable(session_id):
+            dispatch.enqueue(session_id)
+    finally:
+        pool.give_back()
 
 
-def _drive(session_id: int) -> None:
-    owner = worker_id()
+def _drive(session_id: int, owner: Owner) -> None:
     deadline = time.monotonic() + settings.AGENTDESK_TASK_SLICE_S
     while True:
         claimed = store.claim(session_id, owner)
         if claimed is None:
-            return
+            return  # nothing to run, or a live slot is on it
         try:
             with observe.turn(claimed):  # log context, recovery count
                 stop = _run_turn(claimed, deadline)
         except store.LostClaim:
             log.warning("session %s: claim lost, stopping", session_id)
             return
+        except BaseException:
+            # A bug, or the database gone mid-step. This process lives on, so
+            # its liveness lock would keep the session ours forever: let go
+            # the way a dead owner does, and the next claim is a recovery
+            # (counted toward the poison-step cap).
+            store.abandon(claimed)
+            raise
         if stop is Stop.TURN_ENDED:  # answer a parent, cancel unwanted children
             subagents.turn_ended(claimed)
             if claimed.turn_queued is False:
@@ -151,6 +166,7 @@ def _tool_step(claimed: Claimed, profile: Profile, call: CallState) -> Stop | No
     context = ToolContext(claimed.key, call.idempotency_key, call.attempts, claimed.context)
     started = time.monotonic()
     step = observe.tool_step(claimed, call)  # metrics, span, log context
+    pool.give_back()  # the call may take seconds: hold no connection meanwhile
     outcome = tooling.execute(tool, context, call.input)
     if outcome.status == S.WAITING:  # handed to a sub-agent: park until it answers
         step.end(outcome.status)
@@ -243,20 +259,26 @@ def _complete(
     on_text: Callable[[str], None],
     failure_kind: str,
 ) -> ModelReply | Stop:
-    """One model call, abortable by a cancel. A cancel ends the turn; an
-    unavailable model (429, 5xx, timeout) is a step failure retried later."""
-    try:
-        with cancel.watch(claimed.session_id) as abort:
+    """One model call, abortable by a cancel and cut at its deadline. A
+    cancel ends the turn; an unavailable model (429, 5xx, timeout) is a step
+    failure retried later."""
+    pool.give_back()  # the call takes seconds: hold no connection meanwhile
+    timeout_s = settings.AGENTDESK_MODEL_TIMEOUT_S
+    with cancel.watch(claimed.session_id, timeout_s) as abort:
+        try:
             return get_model_client().complete(request, on_text=on_text, abort=abort)
-    except ModelAborted:
-        step.end("aborted")
-        store.cancel_turn(claimed)
-        return Stop.TURN_ENDED
-    except ModelUnavailable as exc:
-        step.end("unavailable", str(exc))
-        delay = store.note_step_failure(claimed, failure_kind, str(exc))
-        dispatch.enqueue(claimed.session_id, countdown=delay)
-        return Stop.RETRY_LATER
+        except ModelAborted as exc:
+            if not abort.timed_out:
+                step.end("aborted")
+                store.cancel_turn(claimed)
+                return Stop.TURN_ENDED
+            failure: Exception = ModelUnavailable(f"no reply within {timeout_s:g}s: {exc}")
+        except ModelUnavailable as exc:
+            failure = exc
+    step.end("unavailable", str(failure))
+    delay = store.note_step_failure(claimed, failure_kind, str(failure))
+    dispatch.enqueue(claimed.session_id, countdown=delay)
+    return Stop.RETRY_LATER
 
 
 def _record_reply(claimed: Claimed, profile: Profile, reply: ModelReply, ms: int) -> None:

@@ -1,63 +1,192 @@
 """Who may advance a session right now.
 
-Exactly one worker advances a session at a time. It holds a session-level
-Postgres advisory lock keyed by the session id on its own database
-connection: when the worker process dies, its connection closes and Postgres
-frees the lock at once, so a dead owner is noticed as soon as anyone looks
-(the sweeper looks every couple of seconds).
+Exactly one worker slot advances a session at a time, and a worker process
+holds many sessions at once (one per slot: a thread of the Celery pool). So
+ownership has two parts:
 
-The lock alone is not enough: if the connection is killed
-(`pg_terminate_backend`, a network blip) the lock is gone while the worker
-may still be computing. So every claim also bumps the session's fencing
-token, and every record statement carries the token it was claimed with; a
-stale worker's writes match no row and it stops (store.LostClaim).
+- **The process is alive.** Each worker process holds ONE liveness lock: a
+  session-level Postgres advisory lock `(LOCK_CLASS, key)` taken on a
+  connection of its own and kept for the life of the process. When the
+  process dies, that connection closes and Postgres frees the lock at once,
+  so every session the process held is seen ownerless in the same instant
+  (the sweeper looks every couple of seconds, with one query for all of them).
+- **The slot owns the session.** A claim writes the owner's name
+  (`host:pid/slot`) and the process's key on the session's runtime row,
+  under the row lock. A claim that finds a name there asks whether that
+  process's lock is held: held, a live slot is on it (leave it); free, the
+  owner died: a recovery.
+
+Neither part is enough to guard a write: the liveness connection may be
+killed (`pg_terminate_backend`, a network blip) while the process goes on
+computing, and the sweeper then hands its sessions to another slot. So every
+claim also bumps the session's fencing token, and every record statement
+carries the token it was claimed with; a stale slot's writes match no row
+and it stops (store.LostClaim). Losing the liveness connection makes this
+process take a NEW key: every claim made under the old one is treated as a
+dead owner's, and fenced off.
+
+Postgres connections: the liveness lock is one connection per process; all
+claim and record work borrows from the process's small pool (settings'
+AGENTDESK_DB_POOL_SIZE) and gives it back before any network wait, so a
+process's connections never grow with the sessions it holds.
 """
 
 from __future__ import annotations
 
+import itertools
+import logging
 import os
+import random
 import socket
-from collections.abc import Iterator
-from contextlib import contextmanager
+import threading
+from dataclasses import dataclass
 
-from django.db import connection
+import psycopg
+from django.db import connection, connections
+
+from agents.per_process import PerProcess
+
+log = logging.getLogger(__name__)
+
+# The advisory lock namespace of worker liveness locks ('AD' + 1): the
+# two-int form, so it never collides with the one-bigint locks of jobs.py.
+LOCK_CLASS = 0x41440001
+
+# Process keys whose liveness lock is held, in THIS database only: another
+# Agentdesk database on the same server (a test or bench one) has keys of its own.
+LIVE_PROCESSES_SQL = f"""
+    SELECT objid::bigint FROM pg_locks
+    WHERE locktype = 'advisory' AND classid = {LOCK_CLASS} AND objsubid = 2 AND granted
+      AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+"""  # noqa: S608 (a constant)
+
+IS_ALIVE_SQL = f"SELECT %s IN ({LIVE_PROCESSES_SQL})"  # noqa: S608 (a constant)
 
 
-def worker_id() -> str:
-    # Recomputed after fork: prefork children must not share the parent's id.
+@dataclass(frozen=True)
+class Owner:
+    """A worker slot, as a claim writes it: who drives, and in which process."""
+
+    name: str  # host:pid/slot, also the `actor` of the events the slot writes
+    process: int  # the key of the process's liveness lock
+
+
+class _Liveness:
+    """This process's liveness lock, on a connection that does nothing else."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._conn: psycopg.Connection | None = None
+        self._key = 0
+
+    def key(self) -> int:
+        """The key of a lock this process holds right now (taken on first use)."""
+        conn = self._conn
+        if conn is not None and not conn.closed and not conn.broken:
+            return self._key
+        with self._lock:
+            if self._conn is None or self._conn.closed or self._conn.broken:
+                self._acquire()
+            return self._key
+
+    def check(self) -> None:
+        """Ask the server whether the lock's connection is still there (the
+        watchdog thread, every sweep): a lost one is re-taken with a new key."""
+        conn = self._conn
+        if conn is None:
+            return
+        try:
+            with self._lock:
+                conn.execute("SELECT 1")
+        except psycopg.Error:
+            log.warning("liveness connection lost; taking a new liveness lock", exc_info=True)
+            self.close()
+            self.key()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                try:
+                    self._conn.close()
+                except psycopg.Error:
+                    pass
+            self._conn, self._key = None, 0
+
+    def _acquire(self) -> None:
+        if self._conn is not None:  # broken: whatever it held, Postgres let go
+            try:
+                self._conn.close()
+            except psycopg.Error:
+                pass
+        conn = psycopg.connect(**_connect_params(), autocommit=True)
+        for _ in range(100):  # a taken key (another process drew it) is drawn again
+            key = random.randint(1, 2**31 - 1)
+            row = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", [LOCK_CLASS, key]).fetchone()
+            if row[0]:
+                self._conn, self._key = conn, key
+                log.info("worker %s holds liveness lock %s", process_name(), key)
+                return
+        conn.close()
+        raise RuntimeError("could not take a liveness lock: 100 keys taken")
+
+
+def _connect_params() -> dict:
+    """Where the default database is (the test database under pytest), for a
+    plain psycopg connection outside Django's pool."""
+    settings = connections["default"].settings_dict
+    name = settings["OPTIONS"].get("application_name") or f"agentdesk pid={os.getpid()}"
+    params = {"dbname": settings["NAME"], "application_name": name}
+    for ours, theirs in (("USER", "user"), ("PASSWORD", "password"), ("HOST", "host")):
+        if settings.get(ours):
+            params[theirs] = settings[ours]
+    if settings.get("PORT"):
+        params["port"] = settings["PORT"]
+    return params
+
+
+_liveness: PerProcess[_Liveness] = PerProcess(_Liveness)
+_slots = threading.local()
+_slot_numbers = itertools.count(1)
+
+
+def process_name() -> str:
+    # Recomputed after fork: prefork children must not share the parent's name.
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-@contextmanager
-def session_lock(session_id: int) -> Iterator[bool]:
-    """Try to become the session's owner; yields whether we are.
+def slot() -> int:
+    """This thread's slot number in this process: 1, 2, 3 ... in the order
+    threads first drove a session (a pool's threads are reused, so the
+    numbers stay as few as the pool's threads)."""
+    if getattr(_slots, "pid", None) != os.getpid():
+        _slots.pid, _slots.number = os.getpid(), next(_slot_numbers)
+    return _slots.number
 
-    Never waits: if another worker owns the session, it will do the work.
-    """
+
+def me() -> Owner:
+    """The calling slot (this thread) of this process, as an owner."""
+    return Owner(name=f"{process_name()}/{slot()}", process=_liveness.get().key())
+
+
+def is_alive(process: int) -> bool:
+    """Whether the process with this liveness key is still running (asked
+    under the session lock, on the caller's connection)."""
+    if not process:
+        return False
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s)", [session_id])
-        (acquired,) = cursor.fetchone()
-    try:
-        yield acquired
-    finally:
-        if acquired:
-            _unlock(session_id)
+        cursor.execute(IS_ALIVE_SQL, [process])
+        return cursor.fetchone()[0]
 
 
-def _unlock(session_id: int) -> None:
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_unlock(%s)", [session_id])
-    except Exception:
-        # The connection is gone, and with it the lock: nothing to release.
-        connection.close()
+def check_liveness() -> None:
+    """Re-take this process's liveness lock if its connection was lost."""
+    made = _liveness.current()
+    if made is not None:
+        made.check()
 
 
-# Session ids whose advisory lock is held, in THIS database only: another
-# Agentdesk database on the same server (a test or bench one) may hold a lock
-# on the same number.
-OWNED_SESSIONS_SQL = """
-    SELECT objid::bigint FROM pg_locks
-    WHERE locktype = 'advisory' AND classid = 0 AND objsubid = 1 AND granted
-      AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-"""
+def release_liveness() -> None:
+    """Let go of the liveness lock (a clean exit; tests dropping their database)."""
+    made = _liveness.current()
+    if made is not None:
+        made.close()

@@ -3,8 +3,10 @@
 Redis is a delivery path, not the source of truth: a message can be lost
 (Redis restarted) or stuck on a dead worker until its visibility timeout.
 Postgres knows which sessions have work (status `running`) and, through the
-advisory locks, which have a live owner. The recovery bound after a worker
-dies is about AGENTDESK_SWEEP_GRACE_S + the sweep interval.
+worker processes' liveness locks (runtime/ownership.py), which have a live
+owner: one query finds every session of a dead process at once. The recovery
+bound after a worker dies is about AGENTDESK_SWEEP_GRACE_S + the sweep
+interval.
 
 A Redis marker (SET NX with a TTL) keeps a long queue from being flooded
 with one duplicate per sweep; the task clears it when it starts.
@@ -20,7 +22,7 @@ from django.db import connection
 
 from agents.runtime import dispatch
 from agents.runtime.live import _redis
-from agents.runtime.ownership import OWNED_SESSIONS_SQL
+from agents.runtime.ownership import LIVE_PROCESSES_SQL
 
 log = logging.getLogger(__name__)
 # Short on purpose: if the trigger the marker stands for is never consumed
@@ -28,7 +30,7 @@ log = logging.getLogger(__name__)
 # this long rather than after the broker's visibility timeout.
 MARKER_TTL_S = 10
 
-# A session with work, no live lock holder and an `owner` still set was
+# A session with work and an `owner` whose process holds no liveness lock was
 # owned by a worker that died (every clean stop clears `owner`): urgent.
 # One with no owner is waiting for its trigger, which is usually still in
 # the queue; re-sending it is a backstop for a lost message, not urgent.
@@ -38,10 +40,10 @@ ORPHANS_SQL = f"""
     WHERE s.status = 'running'
       AND r.updated_at < now() - make_interval(secs => %s)
       AND (r.wake_at IS NULL OR r.wake_at <= now())
-      AND s.id NOT IN ({OWNED_SESSIONS_SQL})
+      AND (r.owner = '' OR r.owner_process NOT IN ({LIVE_PROCESSES_SQL}))
     ORDER BY r.owner <> '' DESC, r.updated_at
     LIMIT 500
-"""  # noqa: S608 (two constants, no input)
+"""  # noqa: S608 (a constant, no input)
 
 
 def marker_key(session_id: int) -> str:

@@ -6,19 +6,27 @@ The rules (see agents/tools/base.py for the kinds):
   is read-only or idempotent by key, and becomes `in_doubt` at once when it
   is not: nothing here ever resends a non-idempotent request;
 - a definite failure, or a tool that raises, becomes an error tool_result
-  the model reads (and a `failed` call), never a crashed worker.
+  the model reads (and a `failed` call), never a crashed worker;
+- every attempt is cut at the tool's timeout by the engine itself, whatever
+  the connector does (below): a hung call is an unknown outcome, sorted by
+  the rules above, and never holds up the process's other sessions.
 """
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 
 from agents.models import ToolCall
+from agents.per_process import PerProcess
+from agents.runtime.store import pool
 from agents.tools.base import (
     Kind,
     NotSent,
@@ -48,7 +56,7 @@ def execute(tool: Tool, ctx: ToolContext, arguments: dict[str, Any]) -> Outcome:
         if attempt:
             time.sleep(min(0.2 * 2**attempt, 2.0))  # backoff between our own retries
         try:
-            output = tool.run(ctx, arguments)
+            output = _run_with_deadline(tool, ctx, arguments)
         except NotSent as exc:
             last = exc
             continue
@@ -70,3 +78,54 @@ def execute(tool: Tool, ctx: ToolContext, arguments: dict[str, Any]) -> Outcome:
         # Still unknown after retries; a human may retry later with the same key.
         return Outcome(S.IN_DOUBT, f"Outcome unknown after {retries + 1} attempts: {last}")
     return Outcome(S.FAILED, f"Error: {tool.name} unavailable: {last}", is_error=True)
+
+
+# --- The deadline ------------------------------------------------------------------
+#
+# A connector's own timeouts (requests' connect and read timeouts, the MCP
+# loop's deadline) bound most calls, but not all: a server that drips one
+# byte a second never trips a read timeout, and a tool is code we do not
+# control. So the attempt runs on a thread of this pool while the slot waits
+# for it at most `timeout_s` (+ a little for the connector's own timeout to
+# speak first). A call cut there is an unknown outcome: it may still complete
+# on its thread, which is exactly what `in_doubt` and the idempotency key
+# are for. Its eventual result is logged and dropped.
+
+# The connector's own timeout should speak first: its error says more.
+GRACE_S = 1.0
+# Threads are made on demand, one per concurrent tool call; the cap only
+# stops a pathological pile-up of hung calls from growing without end.
+MAX_CALL_THREADS = 1024
+
+_calls: PerProcess[ThreadPoolExecutor] = PerProcess(
+    lambda: ThreadPoolExecutor(MAX_CALL_THREADS, thread_name_prefix="tool-call")
+)
+
+
+def _run_with_deadline(tool: Tool, ctx: ToolContext, arguments: dict[str, Any]):
+    # The slot's context (log fields, the trace span) goes with the call.
+    context = contextvars.copy_context()
+    future = _calls.get().submit(context.run, _run_and_give_back, tool, ctx, arguments)
+    try:
+        return future.result(timeout=tool.timeout_s + GRACE_S)
+    except FutureTimeout:
+        future.add_done_callback(lambda f: _late(tool, f))
+        raise OutcomeUnknown(
+            f"{tool.name}: no result within {tool.timeout_s:g}s (cut by the engine)"
+        ) from None
+
+
+def _run_and_give_back(tool: Tool, ctx: ToolContext, arguments: dict[str, Any]):
+    try:
+        return tool.run(ctx, arguments)
+    finally:
+        pool.give_back()  # a tool that read the database (a sub-agent) holds no connection
+
+
+def _late(tool: Tool, future: Future) -> None:
+    error = future.exception()
+    log.warning(
+        "tool %s finished after the engine cut it (%s); its result was dropped",
+        tool.name,
+        "raised " + repr(error) if error else "succeeded",
+    )

@@ -8,6 +8,10 @@ AGENTDESK_SWEEP_GRACE_S + AGENTDESK_SWEEP_INTERVAL_S whatever the workers are
 doing; the re-enqueued trigger then jumps the routine backlog (dispatch.URGENT).
 Several workers sweeping at once send one trigger per session: the sweeper's
 Redis marker (SET NX) lets only the first through.
+
+The same thread checks, every interval, that this process's liveness lock
+still stands (runtime/ownership.py), and gives its pooled connection back
+after each sweep.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ import threading
 from django.conf import settings
 from django.db import connection
 
-from agents.runtime import sweeper
+from agents.runtime import ownership, sweeper
+from agents.runtime.store import pool
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +47,11 @@ def _run() -> None:
     stop = threading.Event()  # never set: the thread ends with its (daemon) process
     while not stop.wait(settings.AGENTDESK_SWEEP_INTERVAL_S):
         try:
+            ownership.check_liveness()
             connection.close_if_unusable_or_obsolete()
             sweeper.sweep()
         except Exception:  # database or Redis away: try again next interval
             log.warning("sweeper thread: sweep failed; retrying", exc_info=True)
             connection.close()
+        finally:
+            pool.give_back()

@@ -25,6 +25,7 @@ import pytest
 from django.conf import settings
 
 from agents.models import Event, SessionRuntime, ToolCall
+from agents.runtime.ownership import Owner
 from tests.agents.helpers import assert_invariants, deliver_ticket, kinds, wait_turn
 from tests.processes import start_worker, wait_for
 
@@ -50,7 +51,8 @@ def _hold_order_lookups(sandbox, ms: int, count: int = 1) -> None:
 
 def _owner_pid(session) -> int | None:
     owner = SessionRuntime.objects.get(pk=session.pk).owner
-    return int(owner.rsplit(":", 1)[1]) if owner else None
+    # host:pid/slot
+    return int(owner.rsplit(":", 1)[1].split("/")[0]) if owner else None
 
 
 def _call_in_flight(session) -> ToolCall | None:
@@ -184,11 +186,12 @@ def test_visibility_timeout_is_above_the_longest_step_and_the_retry_backoff(brok
     # The backoff the engine asks for after a failed step, from the real code:
     # fail the same step until the cap and take the longest countdown.
     turn = message_post(key="ticket:backoff", text="Where is ORD-1001?")
-    claimed = store.claim(turn.session_id, "test:1")
+    owner = Owner(name="test:1", process=0)  # a slot of no live process: claims by hand
+    claimed = store.claim(turn.session_id, owner)
     delays = []
     for _ in range(settings.AGENTDESK_MAX_STEP_ATTEMPTS + 3):
         delays.append(store.note_step_failure(claimed, "model.failed", "529"))
-        claimed = store.claim(turn.session_id, "test:1") or claimed
+        claimed = store.claim(turn.session_id, owner) or claimed
     assert max(delays) < visibility, delays
     assert max(delays) < soft  # a retry is due long before a task could time out
 

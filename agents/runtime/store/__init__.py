@@ -7,10 +7,11 @@
   fence, no read-before-write;
 - `transitions`: everything rarer (mark running / reissued / in doubt, park
   for a human, cancel, fail, back off), ORM inside `transaction.atomic()`;
-- `lock`: the session lock they all take, and LostClaim.
+- `lock`: the session lock they all take, and LostClaim;
+- `pool`: giving the borrowed connection back before a network wait.
 """
 
-from agents.runtime.store.claims import claim, is_runnable, release
+from agents.runtime.store.claims import abandon, claim, is_runnable, release
 from agents.runtime.store.hot import record_reply, record_tool_result
 from agents.runtime.store.lock import LostClaim, lock_session
 from agents.runtime.store.transitions import (
@@ -29,6 +30,7 @@ from agents.runtime.store.transitions import (
 
 __all__ = [
     "LostClaim",
+    "abandon",
     "cancel_open_calls",
     "cancel_turn",
     "claim",

@@ -12,6 +12,7 @@ every claim) is two plain statements, the lock and one CTE; every other claim
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,8 @@ from agents.models import (
     ToolCall,
     Turn,
 )
+from agents.runtime import ownership
+from agents.runtime.ownership import Owner
 from agents.runtime.state import CallState, Claimed
 from agents.runtime.store.lock import lock_session
 from agents.runtime.store.transitions import (
@@ -41,17 +44,19 @@ from agents.runtime.store.transitions import (
     set_session_status,
 )
 
+log = logging.getLogger(__name__)
 C = ToolCall.Status
 T = Turn.Status
 
 
-def claim(session_id: int, owner: str) -> Claimed | None:
+def claim(session_id: int, owner: Owner) -> Claimed | None:
     """Become the session's owner and load what the next step needs.
 
     Starts the next queued turn when none is running, resumes a turn whose
     approvals were decided, notices a dead previous owner (a recovery) and
-    fails a step that keeps killing its workers. Returns None, released, when
-    there is nothing to run.
+    fails a step that keeps killing its workers. Returns None when there is
+    nothing to run, or when a live slot (of this process or another) owns
+    the session: that slot does the work.
     """
     with transaction.atomic():
         head = _lock_head(session_id)
@@ -62,13 +67,20 @@ def claim(session_id: int, owner: str) -> Claimed | None:
         return _claim_general(session_id, owner)
 
 
-def _claim_general(session_id: int, owner: str) -> Claimed | None:
+def _claim_general(session_id: int, owner: Owner) -> Claimed | None:
     """Every other claim: a recovery, a resume after approvals, a poison
-    step, backing off, nothing to run. ORM, in the caller's transaction,
-    which already holds the session lock (taking it again costs a query)."""
+    step, backing off, nothing to run, a session another slot drives. ORM,
+    in the caller's transaction, which already holds the session lock
+    (taking it again costs a query)."""
     runtime = lock_session(session_id)
     if runtime.wake_at is not None and runtime.wake_at > timezone.now() and not runtime.owner:
         return None  # backing off after a failed step; a delayed trigger will come
+    # Another slot's name with its process alive: that slot is on it (this is a
+    # duplicate trigger). Our own name left behind is a step of ours that never
+    # reached its record: a recovery like a dead owner's.
+    if runtime.owner and runtime.owner != owner.name:
+        if ownership.is_alive(runtime.owner_process):
+            return None
     specs: list[EventSpec] = []
     recovered = bool(runtime.owner)
     if recovered:
@@ -79,17 +91,17 @@ def _claim_general(session_id: int, owner: str) -> Claimed | None:
                 "recovery",
                 {"previous_owner": runtime.owner, "stalled_s": round(stalled, 3)},
                 runtime.current_turn_id,
-                owner,
+                owner.name,
             )
         )
     runtime.fence += 1
-    runtime.owner = owner
+    runtime.owner, runtime.owner_process = owner.name, owner.process
     runtime.wake_at = None
-    turn = _runnable_turn(runtime, specs, owner)
+    turn = _runnable_turn(runtime, specs, owner.name)
     if turn is not None and runtime.step_attempts > settings.AGENTDESK_MAX_STEP_ATTEMPTS:
         reason = f"step failed {runtime.step_attempts} times in a row (poison step)"
-        cancel_open_calls(runtime, turn, specs, owner)
-        finish_turn(runtime, turn, T.FAILED, specs, owner, error=reason)
+        cancel_open_calls(runtime, turn, specs, owner.name)
+        finish_turn(runtime, turn, T.FAILED, specs, owner.name, error=reason)
         turn = None
     if turn is None:
         runtime.owner = ""
@@ -234,6 +246,20 @@ def release(claimed: Claimed) -> None:
     )
 
 
+def abandon(claimed: Claimed) -> None:
+    """Let go of a claim the way a dead owner does: the name stays and the
+    process key no live process holds (0) replaces ours, so the sweeper
+    re-enqueues it at once and the next claim is a recovery. Best effort: when
+    the database is what failed, our liveness lock still tells the truth once
+    the process ends."""
+    try:
+        SessionRuntime.objects.filter(pk=claimed.session_id, fence=claimed.fence).update(
+            owner_process=0, updated_at=timezone.now()
+        )
+    except Exception:
+        log.warning("session %s: could not let go of the claim", claimed.session_id, exc_info=True)
+
+
 # --- The common claim: start the next queued turn ------------------------------
 #
 # Almost every claim finds no owner and no turn in progress and starts the
@@ -268,7 +294,8 @@ WITH t AS (
                 ORDER BY number LIMIT 1)
     RETURNING id, number, trigger, input, started_by_id, started_at
 ), r AS (
-    UPDATE agents_sessionruntime SET fence = fence + 1, owner = %(owner)s, wake_at = NULL,
+    UPDATE agents_sessionruntime SET fence = fence + 1, owner = %(owner)s,
+        owner_process = %(process)s, wake_at = NULL,
         current_turn_id = t.id, cancel_requested = false, step_attempts = 0, turn_steps = 0,
         turn_input_tokens = 0, turn_output_tokens = 0, turn_cost_micros = 0,
         transcript_len = transcript_len + 1, last_seq = last_seq + 1, updated_at = now()
@@ -322,9 +349,14 @@ def _lock_head(session_id: int) -> _Head | None:
     return _Head(session_id, starts, key, profile, json_column(context), Limits(*limits))
 
 
-def _start_next_turn(head: _Head, owner: str) -> Claimed | None:
+def _start_next_turn(head: _Head, owner: Owner) -> Claimed | None:
     """Start the first queued turn; None, having written nothing, when there is none."""
-    params = {"sid": head.session_id, "owner": owner, "profile": head.profile}
+    params = {
+        "sid": head.session_id,
+        "owner": owner.name,
+        "process": owner.process,
+        "profile": head.profile,
+    }
     with connection.cursor() as cursor:
         cursor.execute(START_TURN_SQL, params)
         row = cursor.fetchone()
@@ -339,7 +371,7 @@ def _start_next_turn(head: _Head, owner: str) -> Claimed | None:
         turn_id=turn_id,
         kind="turn.started",
         data={"number": number, "trigger": trigger, "profile": head.profile},
-        actor=owner,
+        actor=owner.name,
         created_at=started_at,
         position=position,
     )
@@ -352,7 +384,7 @@ def _start_next_turn(head: _Head, owner: str) -> Claimed | None:
         profile=head.profile,
         context=head.context,
         fence=fence,
-        owner=owner,
+        owner=owner.name,
         turn_id=turn_id,
         turn_number=number,
         started_by_id=started_by_id,

@@ -15,10 +15,12 @@ from django.db import connection, connections, transaction
 
 from agents.models import Event, Session, SessionRuntime, Turn
 from agents.runtime import store
+from agents.runtime.ownership import Owner
 from agents.runtime.store import claims
 from tests.processes import wait_for
 
-OWNER = "test-worker:1"
+# A slot of no live process (key 0): these tests claim by hand.
+OWNER = Owner(name="test-worker:1", process=0)
 
 
 def _post(key: str, text: str) -> Session:

@@ -12,6 +12,7 @@ import signal
 import pytest
 
 from agents.models import Message, ToolCall
+from agents.runtime.ownership import LOCK_CLASS
 from tests.agents.helpers import assert_invariants, deliver_ticket, kinds, wait_turn
 from tests.processes import wait_for
 
@@ -114,9 +115,9 @@ def test_refund_runs_once_when_worker_dies_after_provider_committed(sandbox, wor
 
 
 def test_a_stale_owner_whose_connection_was_killed_cannot_record(sandbox, workers):
-    """pg_terminate_backend frees the owner's lock while it still works: a
-    second worker takes over (fence + 1) and the first one's late record
-    writes nothing."""
+    """pg_terminate_backend frees the owner process's liveness lock while it
+    still works: a second worker takes over (fence + 1) and the first one's
+    late record writes nothing."""
     from django.db import connection
 
     sandbox.fault(
@@ -135,11 +136,13 @@ def test_a_stale_owner_whose_connection_was_killed_cannot_record(sandbox, worker
     )
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_locks "
-            "WHERE locktype = 'advisory' AND objid = %s AND granted",
-            [session.id],
+            "SELECT pg_terminate_backend(l.pid) FROM pg_locks l "
+            "JOIN agents_sessionruntime r ON l.objid::bigint = r.owner_process "
+            "WHERE l.locktype = 'advisory' AND l.classid = %s AND l.objsubid = 2 "
+            "AND l.granted AND r.session_id = %s",
+            [LOCK_CLASS, session.id],
         )
-        assert cursor.fetchall(), "nobody held the session's lock"
+        assert cursor.fetchall(), "no live process held the session"
 
     turn = wait_turn(session, timeout=40)
 
