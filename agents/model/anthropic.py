@@ -16,13 +16,18 @@ from django.conf import settings
 
 from agents.model.base import Abort, ModelAborted, ModelReply, ModelRequest, ModelUnavailable
 
+READ_TIMEOUT_MARGIN_S = 2.0
+
 
 class AnthropicModel:
     def __init__(self) -> None:
         self.client = anthropic.Anthropic(
             api_key=settings.ANTHROPIC_API_KEY or "sk-ant-sandbox",
             base_url=settings.ANTHROPIC_BASE_URL or None,
-            timeout=settings.AGENTDESK_MODEL_TIMEOUT_S,
+            # The engine cuts the whole call at AGENTDESK_MODEL_TIMEOUT_S
+            # (agents/runtime/cancel.py); the SDK's per-read timeout is only a
+            # backstop just behind it, so the engine's deadline speaks first.
+            timeout=settings.AGENTDESK_MODEL_TIMEOUT_S + READ_TIMEOUT_MARGIN_S,
             max_retries=settings.AGENTDESK_MODEL_MAX_RETRIES,
         )
 
