@@ -157,6 +157,10 @@ class _Publisher:
     single-event send (core layer) against ~0.1 ms here (bench/pubcost.py),
     on a path that runs twice per agent step and competes with the step
     loop for the GIL.
+
+    Many slots per process: they all submit to one SimpleQueue (thread-safe,
+    never blocks), and this one thread is the only user of its Redis
+    connection; per session, events leave in the order they were submitted.
     """
 
     def __init__(self) -> None:

@@ -18,9 +18,11 @@ ROOT = pg.ROOT
 RUNS = {10: 400, 50: 80}  # workload.md §4: what the peers' figures used
 FLOOR_RUNS = 400  # at S = 50: 20,000 steps
 REAL_RUNS = 250  # 4 model calls each
-SCRIPTS = ("live_latency.py", "desk_scale.py")
+SCRIPTS = ("live_latency.py", "desk_scale.py", "latency.py")
 # Issue 7: the desk pages with 100,000 sessions and 2,000,000 events.
 SCRIPT_ARGS = {"desk_scale.py": ["--big"]}
+# Issue 15: bursts of tickets at a real model's pace (QUICK: no 500).
+QUICK_ARGS = {"latency.py": ["--tickets", "50,200"]}
 
 
 def log(message: str) -> None:
@@ -139,7 +141,7 @@ def run_script(name: str, quick: bool) -> str:
     env = dict(os.environ, BENCH_DATABASE_URL=pg.database_url(), BENCH_REDIS_URL=pg.redis_url())
     env["PYTHONPATH"] = str(ROOT)
     done = subprocess.run(
-        [sys.executable, str(path), *SCRIPT_ARGS.get(name, [])],
+        [sys.executable, str(path), *(QUICK_ARGS if quick else SCRIPT_ARGS).get(name, [])],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -217,6 +219,7 @@ def _main() -> int:
         print("\n".join(f"  {f}" for f in failures))
     live_output = run_script(SCRIPTS[0], quick)
     run_script(SCRIPTS[1], quick)
+    run_script(SCRIPTS[2], quick)
     print(f"\n(total {time.monotonic() - started:.0f} s)")
     print(report.final_line(summary(table, live_output)))
     return 1 if failures else 0

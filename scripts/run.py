@@ -383,7 +383,9 @@ def start_app(sup: Supervisor, env: dict[str, str], web_port: int, sandbox: tupl
     celery = [PY, "-m", "celery", "-A", "config"]
     # Workers log JSON lines with session_key / turn / step (AGENTDESK_LOG_FORMAT).
     worker_env = {"AGENTDESK_LOG_FORMAT": "json", **env}
-    sup.start("worker", [*celery, "worker", "--loglevel=INFO", "--concurrency=2"], worker_env)
+    # One process drives every session in flight (settings: a thread pool of
+    # AGENTDESK_WORKER_SLOTS slots on AGENTDESK_DB_POOL_SIZE connections).
+    sup.start("worker", [*celery, "worker", "--loglevel=INFO"], worker_env)
     schedule = str(DATA / "celerybeat-schedule")
     sup.start("beat", [*celery, "beat", "--loglevel=INFO", "--schedule", schedule], env)
     # Last, so the tickets' webhooks find web listening and a worker to run them.

@@ -21,6 +21,10 @@ process keeps one initialized ClientSession per configured server:
   before a call is written on it: a server that died or forgot the session
   in the meantime is found while the call is still certainly not sent (safe
   to retry anywhere) instead of after it went out (outcome unknown).
+- Many slots per process: every slot's call is a coroutine on the one loop
+  (run_coroutine_threadsafe is thread-safe); calls to one server share its
+  session concurrently (JSON-RPC ids keep them apart), and only opening a
+  session is serialized, per server, by an asyncio.Lock on the loop.
 - Fork: threads do not survive it, so a child (Celery prefork) sees another
   pid and starts its own loop without sessions. It still holds copies of any
   pipes to the parent's stdio servers; a prefork parent runs no tools, so it

@@ -88,6 +88,9 @@ APPROVAL_SECONDS = Histogram(
 
 # label() children looked up once: the engine counts on every step, and
 # labels() (validation, a lock, a dict) costs more than the increment.
+# Many slots per process: two threads racing on a missing key both store the
+# child prometheus_client hands out for those labels (its own dict, under its
+# own lock), so the race is benign; increments are atomic in the client.
 _children: dict[tuple[int, tuple[str, ...]], Any] = {}
 
 

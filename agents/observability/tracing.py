@@ -19,6 +19,10 @@ does. Exported over OTLP/HTTP (protobuf) when OTEL_EXPORTER_OTLP_ENDPOINT (or
 ..._TRACES_ENDPOINT, or settings.AGENTDESK_OTLP_ENDPOINT) is set, through a
 batch processor (a thread; a step never waits on the collector). Otherwise
 `enabled()` is False and the engine's hooks return before building anything.
+
+Many slots per process: the current span and the forced ids live in
+contextvars, which are per thread, so the steps of concurrent sessions in one
+process never share a parent; the batch processor's queue is thread-safe.
 """
 
 from __future__ import annotations

@@ -252,12 +252,19 @@ def abandon(claimed: Claimed) -> None:
     re-enqueues it at once and the next claim is a recovery. Best effort: when
     the database is what failed, our liveness lock still tells the truth once
     the process ends."""
-    try:
-        SessionRuntime.objects.filter(pk=claimed.session_id, fence=claimed.fence).update(
-            owner_process=0, updated_at=timezone.now()
-        )
-    except Exception:
-        log.warning("session %s: could not let go of the claim", claimed.session_id, exc_info=True)
+    for attempt in (1, 2):
+        try:
+            SessionRuntime.objects.filter(pk=claimed.session_id, fence=claimed.fence).update(
+                owner_process=0, updated_at=timezone.now()
+            )
+            return
+        except Exception:
+            # The failure may have been this very connection (terminated, or
+            # broken mid-statement): the pool discards it, the retry borrows
+            # another.
+            connection.close()
+            if attempt == 2:
+                log.warning("session %s: could not let go", claimed.session_id, exc_info=True)
 
 
 # --- The common claim: start the next queued turn ------------------------------
