@@ -78,7 +78,10 @@ DATABASE_URL = env_str("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/agent
 # has in flight. Pooling replaces persistent connections (CONN_MAX_AGE 0).
 AGENTDESK_DB_POOL_SIZE = env_int("AGENTDESK_DB_POOL_SIZE", 8)
 DATABASES = {
-    "default": dj_database_url.parse(DATABASE_URL, conn_max_age=0, conn_health_checks=True)
+    # Health checks: the pool pings a connection as it hands it out.
+    "default": dj_database_url.parse(
+        DATABASE_URL, conn_max_age=0, conn_health_checks=env_bool("AGENTDESK_DB_POOL_CHECK", True)
+    )
 }
 DATABASES["default"].setdefault("OPTIONS", {}).update(
     # Parameters bound by the server, and statements seen 5 times on a

@@ -101,12 +101,23 @@ def start_sandbox(data_dir: Path, env: dict[str, str], *extra: str) -> tuple[Pro
 def start_worker(name: str, env: dict[str, str], log_dir: Path, *extra: str) -> Proc:
     """A worker in the production mode (settings: a thread pool of slots) unless
     `extra` says otherwise (`--pool=prefork`)."""
+    env = pool_env(env, extra)
     args = [sys.executable, "-m", "celery", "-A", "config", "worker"]
     args += ["--loglevel=INFO", "-n", f"{name}@%h", "--without-gossip", "--without-mingle"]
     args += ["--without-heartbeat", *extra]
     proc = Proc(name, args, env, log_dir / f"{name}-{time.monotonic_ns()}.log")
     proc.wait_for_log(r"\bready\.")
     return proc
+
+
+def pool_env(env: dict[str, str], extra: tuple[str, ...] | list[str]) -> dict[str, str]:
+    """Celery reads `--pool=prefork` as "the default pool" and then takes the
+    configured one (settings: threads), so a prefork worker is asked for by
+    AGENTDESK_WORKER_POOL as well."""
+    for arg in extra:
+        if arg.startswith("--pool="):
+            return {**env, "AGENTDESK_WORKER_POOL": arg.split("=", 1)[1]}
+    return env
 
 
 def start_beat(env: dict[str, str], log_dir: Path) -> Proc:
