@@ -52,7 +52,11 @@ def _never_connected(exc: requests.exceptions.ConnectionError) -> bool:
 
 
 def _json_or_raise(method: str, url: str, response: requests.Response) -> dict[str, Any]:
-    if response.status_code >= 500 or response.status_code in (409, 429):
+    if response.status_code == 429:
+        # Rate limited: the request was refused before anything happened, so
+        # it is as safe to send again as one that never left, whatever the kind.
+        raise NotSent(f"{method} {url} answered 429 (rate limited)")
+    if response.status_code >= 500 or response.status_code == 409:
         # The other side may or may not have acted (or, for 409, is still
         # acting on the same key): only a retry with the same key can tell.
         raise OutcomeUnknown(f"{method} {url} answered {response.status_code}")

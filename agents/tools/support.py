@@ -13,7 +13,15 @@ import stripe
 from django.conf import settings
 
 from agents.tools import http
-from agents.tools.base import Kind, OutcomeUnknown, Tool, ToolContext, ToolError, ToolOutput
+from agents.tools.base import (
+    Kind,
+    NotSent,
+    OutcomeUnknown,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolOutput,
+)
 
 
 def _ticket_path(ctx: ToolContext, suffix: str) -> str:
@@ -113,9 +121,11 @@ def issue_refund(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
         )
     except stripe.APIConnectionError as exc:
         raise OutcomeUnknown(f"payment provider unreachable mid-request: {exc}") from exc
+    except stripe.RateLimitError as exc:  # refused before anything happened
+        raise NotSent("payment provider answered 429 (rate limited)") from exc
     except stripe.StripeError as exc:
         status = exc.http_status or 0
-        if status >= 500 or status in (409, 429):
+        if status >= 500 or status == 409:
             raise OutcomeUnknown(f"payment provider answered {status}") from exc
         raise ToolError(f"refund refused by the payment provider: {exc.user_message}") from exc
     summary = {

@@ -49,3 +49,31 @@ def test_dropped_escalation_is_in_doubt_until_a_human_resolves_it(sandbox, worke
     assert call.status == "succeeded" and call.attempts == 1
     assert sandbox.stats()["escalations"] == 1  # still exactly one
     assert_invariants(session)
+
+
+def test_a_rate_limited_escalation_is_retried_not_in_doubt(sandbox, workers):
+    """A 429 is a refusal: nothing happened at the helpdesk, so even a tool
+    that is not idempotent is sent again (issue 16), and the escalation
+    happens exactly once."""
+    workers.start()
+    ticket = sandbox.ticket(
+        email="dana.kowalski@example.com",
+        subject="Manager please",
+        body="This is the third time. I want to speak to a manager about order ORD-1007.",
+        order_id="ORD-1007",
+    )
+    escalations = f"/helpdesk/tickets/{ticket['id']}/escalations"
+    sandbox.fault(
+        target="helpdesk", kind="status", status=429, count=2, match={"path_prefix": escalations}
+    )
+    session = deliver_ticket(ticket)
+
+    turn = wait_turn(session)
+
+    assert turn.status == "succeeded", workers.logs()
+    call = ToolCall.objects.get(session=session, name="escalate_to_human")
+    assert call.status == "succeeded"
+    assert "tool.in_doubt" not in kinds(session)
+    assert sandbox.stats()["escalations"] == 1
+    assert sandbox.stats()["faults_applied"]["helpdesk.status"] == 2
+    assert_invariants(session)
