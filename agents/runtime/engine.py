@@ -281,9 +281,32 @@ def _complete(
     return Stop.RETRY_LATER
 
 
+# Stop reasons that are not an answer: the turn goes on from the reply (the
+# next call sends it back as the last, assistant, message), at most this many
+# times in a row; then it fails with the reason.
+GO_ON = {"max_tokens": 1, "pause_turn": 3}
+
+
+def _stop_outcome(claimed: Claimed, reply: ModelReply) -> tuple[bool, str]:
+    """(whether the reply ends the turn, why the turn fails instead)."""
+    stop = reply.stop_reason
+    if stop == "refusal":
+        return False, f"The model refused: {reply.text.strip()[:500] or '(no text)'}"
+    if reply.tool_uses or stop not in GO_ON:
+        return not reply.tool_uses, ""
+    in_a_row = 0  # replies already recorded since the last user row
+    for row in reversed(claimed.transcript):
+        if row["role"] != "assistant":
+            break
+        in_a_row += 1
+    if in_a_row >= GO_ON[stop]:
+        return False, f"The reply stopped at {stop} {in_a_row + 1} times in a row"
+    return False, ""
+
+
 def _record_reply(claimed: Claimed, profile: Profile, reply: ModelReply, ms: int) -> None:
     calls, approvals, refusals = _triage_calls(claimed, profile, reply)
-    finish = not reply.tool_uses
+    finish, failure = _stop_outcome(claimed, reply)
     # Names only: ids, inputs and statuses are on the tool call rows; every
     # byte here is written on every step.
     summary = [c["name"] for c in calls]
@@ -319,6 +342,8 @@ def _record_reply(claimed: Claimed, profile: Profile, reply: ModelReply, ms: int
     claimed.calls = [CallState.from_recorded(c, ids[c["tool_use_id"]]) for c in calls]
     claimed.in_flight_at_claim = set()
     claimed.turn_done = finish
+    if failure:  # the reply is on record (its text shown); the turn ends failed
+        store.fail_turn(claimed, failure)
 
 
 def _triage_calls(

@@ -33,6 +33,12 @@ from sandbox.responses import random_id
 
 MAX_TOOL_CALLS = 8
 PROBE_DIRECTIVES = ("bad_json", "unknown_tool", "schema_violation")
+# [[sandbox:max_tokens]] and [[sandbox:pause_turn]]: the first reply of a turn
+# stops there (text only); a request that continues from it goes on as usual.
+# [[sandbox:refusal]]: every reply of the turn is a refusal;
+# [[sandbox:max_tokens_always]]: every reply is cut at max_tokens.
+STOP_DIRECTIVES = ("max_tokens", "max_tokens_always", "pause_turn", "refusal")
+REFUSAL_TEXT = "I can't help with this request."
 
 
 @dataclass
@@ -51,15 +57,18 @@ class ToolUse:
 class Reply:
     text: str
     tool_use: ToolUse | None = None
+    stop: str = ""  # a stop reason other than tool_use / end_turn
 
     @property
     def stop_reason(self) -> str:
-        return "tool_use" if self.tool_use else "end_turn"
+        return self.stop or ("tool_use" if self.tool_use else "end_turn")
 
 
 def decide(turn: Turn) -> Reply:
     if (reply := scripted.decide(turn)) is not None:  # [[call:...]] directives
         return reply
+    if (stopped := _stop_probe(turn)) is not None:
+        return stopped
     probe = _probe(turn)
     if probe is not None and not turn.calls:
         return probe
@@ -205,6 +214,19 @@ def _finish(turn: Turn, progress: Progress, stopped_early: bool = False) -> Repl
     if "long_text" in turn.directives:
         text = wording.pad_to(text, 3000)
     return Reply(text)
+
+
+def _stop_probe(turn: Turn) -> Reply | None:
+    directive = next((d for d in turn.directives if d in STOP_DIRECTIVES), None)
+    if directive == "refusal":
+        return Reply(REFUSAL_TEXT, stop="refusal")
+    if directive == "max_tokens_always":
+        return Reply("Thanks for writing in. Let me look at your ord", stop="max_tokens")
+    if directive is None or turn.calls or turn.continues:
+        return None
+    if directive == "max_tokens":
+        return Reply("Thanks for writing in. Let me look at your ord", stop="max_tokens")
+    return Reply("Let me think about this for a moment.", stop="pause_turn")
 
 
 def _probe(turn: Turn) -> Reply | None:

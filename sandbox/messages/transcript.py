@@ -50,6 +50,9 @@ class Turn:
     system: str = ""
     tools: list[str] = field(default_factory=list)
     calls: list[ToolCall] = field(default_factory=list)
+    # The request ends with an assistant message: the client asks the model
+    # to go on from it (after a reply cut at max_tokens, or a pause_turn).
+    continues: bool = False
 
     @property
     def directives(self) -> list[str]:
@@ -70,6 +73,7 @@ def parse_turn(body: dict[str, Any]) -> Turn:
         system=_system_text(body.get("system")),
         tools=[t.get("name", "") for t in body.get("tools") or [] if isinstance(t, dict)],
         calls=_calls(after),
+        continues=bool(messages) and messages[-1].get("role") == "assistant",
     )
 
 
