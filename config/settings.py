@@ -29,14 +29,17 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "django_htmx",
+    "ninja",  # its Swagger UI assets, served from our static files (no CDN)
     "agents",
     "approvals",
     "capabilities",
     "dashboard",
+    "api",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "api.middleware.ProblemDetailsMiddleware",  # errors under /api/v1/ as RFC 9457
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -176,7 +179,15 @@ AGENTDESK_HTTP_TIMEOUT_S = env_float("AGENTDESK_HTTP_TIMEOUT_S", 15.0)
 
 AGENTDESK_WEBHOOK_SECRET = env_str("AGENTDESK_WEBHOOK_SECRET", "whsec_dev_only")
 AGENTDESK_WEBHOOK_TOLERANCE_S = env_int("AGENTDESK_WEBHOOK_TOLERANCE_S", 300)
+# The service token: it may only post messages (POST /api/v1/messages and
+# the legacy /api/sessions/<key>/messages); people use their own tokens.
 AGENTDESK_API_TOKEN = env_str("AGENTDESK_API_TOKEN", "")
+# The machine API (api/): writes per token per window, then 429.
+AGENTDESK_API_RATE_LIMIT = env_int("AGENTDESK_API_RATE_LIMIT", 120)
+AGENTDESK_API_RATE_WINDOW_S = env_int("AGENTDESK_API_RATE_WINDOW_S", 60)
+AGENTDESK_IDEMPOTENCY_TTL_S = env_int("AGENTDESK_IDEMPOTENCY_TTL_S", 24 * 3600)
+AGENTDESK_IDEMPOTENCY_LEASE_S = env_int("AGENTDESK_IDEMPOTENCY_LEASE_S", 60)
+AGENTDESK_SSE_HEARTBEAT_S = env_float("AGENTDESK_SSE_HEARTBEAT_S", 15.0)
 
 AGENTDESK_REFUND_APPROVAL_LIMIT_CENTS = env_int("AGENTDESK_REFUND_APPROVAL_LIMIT_CENTS", 10_000)
 AGENTDESK_APPROVE_REPLIES = env_bool("AGENTDESK_APPROVE_REPLIES", False)
