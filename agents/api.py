@@ -96,8 +96,8 @@ def _post(request: HttpRequest, key: str, user) -> JsonResponse:
     try:
         payload = json.loads(request.body)
         text = payload["text"]
-        if not isinstance(text, str) or not text.strip():
-            raise Invalid("text must be a non-empty string")
+        if not isinstance(text, str) or not text.strip() or "\x00" in text:
+            raise Invalid("text must be a non-empty string without NUL characters")
     except (ValueError, KeyError, TypeError):
         return JsonResponse({"error": "body must be JSON with a 'text' string"}, status=400)
     except ServiceError as exc:

@@ -1,48 +1,37 @@
-"""Cursor pagination: an opaque cursor that names the last row of a page.
+"""Cursor (keyset) pagination: the cursor is the ordering key of the last
+row of a page (an id, or a turn's number), as Stripe's `starting_after`.
 
 A cursor is stable under inserts (unlike an offset, a new session does not
 shift the next page) and costs one index range scan however deep the page.
+Any integer is a valid cursor (it means "after this key"), so a client can
+never be refused for one.
 """
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
 from django.db.models import QuerySet
-
-from agents.errors import Invalid
+from ninja import Path, Query
 
 MAX_LIMIT = 200
+MAX_KEY = 2**63 - 1  # bigint
 
-
-def encode(value: int) -> str:
-    return base64.urlsafe_b64encode(f"v1:{value}".encode()).decode().rstrip("=")
-
-
-def decode(cursor: str | None) -> int | None:
-    if not cursor:
-        return None
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        version, value = raw.split(":", 1)
-        if version != "v1":
-            raise ValueError(version)
-        return int(value)
-    except (ValueError, UnicodeDecodeError):
-        raise Invalid("not a cursor this API gave out") from None
+Cursor = Query(None, ge=0, le=MAX_KEY, description="`next_cursor` of the previous page")
+Limit = Query(50, ge=1, le=MAX_LIMIT)
+Id = Path(..., ge=0, le=MAX_KEY)  # a path id that a bigint column can hold
 
 
 def page(
-    rows: QuerySet, *, field: str, cursor: str | None, limit: int, descending: bool = False
+    rows: QuerySet, *, field: str, cursor: int | None, limit: int, descending: bool = False
 ) -> dict[str, Any]:
     """{"items", "next_cursor"} of rows ordered by the unique integer `field`."""
-    after = decode(cursor)
+    after = cursor
     if after is not None:
         rows = rows.filter(**{f"{field}__{'lt' if descending else 'gt'}": after})
     rows = rows.order_by(f"-{field}" if descending else field)
     items = list(rows[: limit + 1])
     more = len(items) > limit
     items = items[:limit]
-    next_cursor = encode(getattr(items[-1], field)) if more else None
+    next_cursor = getattr(items[-1], field) if more else None
     return {"items": items, "next_cursor": next_cursor}

@@ -2,9 +2,13 @@
 classes are the OpenAPI document's components."""
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from ninja import Field, Schema
+
+# Text Postgres can store (no NUL) with something in it besides spaces.
+TEXT = r"^[^\x00]*[^\s\x00][^\x00]*$"
+NO_NUL = r"^[^\x00]*$"
 
 
 class Problem(Schema):
@@ -38,7 +42,7 @@ class SessionOut(Schema):
 
 class SessionPage(Schema):
     items: list[SessionOut]
-    next_cursor: str | None = Field(description="pass as `cursor` for the next page; null: last")
+    next_cursor: int | None = Field(description="pass as `cursor` for the next page; null: last")
 
 
 class TurnOut(Schema):
@@ -63,7 +67,7 @@ class TurnOut(Schema):
 
 class TurnPage(Schema):
     items: list[TurnOut]
-    next_cursor: str | None
+    next_cursor: int | None
 
 
 class ToolCallOut(Schema):
@@ -85,7 +89,7 @@ class ToolCallOut(Schema):
 
 class ToolCallPage(Schema):
     items: list[ToolCallOut]
-    next_cursor: str | None
+    next_cursor: int | None
 
 
 class ApprovalOut(Schema):
@@ -119,25 +123,41 @@ class ApprovalOut(Schema):
 
 class ApprovalPage(Schema):
     items: list[ApprovalOut]
-    next_cursor: str | None
+    next_cursor: int | None
 
 
-class DecisionIn(Schema):
-    decision: Literal["approve", "deny"]
-    expected_hash: str = Field(
-        pattern=r"^[0-9a-f]{64}$",
-        description="arguments_hash of the approval as you saw it: a decision on "
-        "arguments that changed since is refused with 409",
-    )
-    reason: str = Field("", max_length=4000, description="required to deny: the agent reads it")
+HASH = Field(
+    pattern=r"^[0-9a-f]{64}$",
+    description="arguments_hash of the approval as you saw it: a decision on "
+    "arguments that changed since is refused with 409",
+)
+
+
+class Approve(Schema):
+    decision: Literal["approve"]
+    expected_hash: str = HASH
+    reason: str = Field("", max_length=4000, pattern=NO_NUL)
     edited_arguments: dict[str, Any] | None = Field(
-        None, description="approve with these arguments instead (validated against the tool)"
+        None,
+        description="approve with these arguments instead (checked against the tool's "
+        "input schema: 400 when they do not fit)",
     )
+
+
+class Deny(Schema):
+    decision: Literal["deny"]
+    expected_hash: str = HASH
+    reason: str = Field(
+        min_length=1, max_length=4000, pattern=TEXT, description="the agent reads it"
+    )
+
+
+DecisionIn = Annotated[Approve | Deny, Field(discriminator="decision")]
 
 
 class MessageIn(Schema):
-    session_key: str = Field(min_length=1, max_length=200, pattern=r"\S", examples=["ticket:4812"])
-    text: str = Field(min_length=1, max_length=100_000, pattern=r"\S")
+    session_key: str = Field(min_length=1, max_length=200, pattern=TEXT, examples=["ticket:4812"])
+    text: str = Field(min_length=1, max_length=100_000, pattern=TEXT)
 
 
 class Accepted(Schema):

@@ -111,10 +111,12 @@ IDEMPOTENCY_PARAMETER = {
     "description": "1-255 characters; the same key with the same request answers the "
     "first response (Idempotent-Replayed: true), with another request 422, while the "
     "first is still running 409. Kept 24 hours.",
-    "schema": {"type": "string", "minLength": 1, "maxLength": 255},
+    "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "\\S"},
 }
 
 api.get_openapi_schema = _openapi  # type: ignore[method-assign]
+# Operation ids are the view names (unique across the routers): `sessions_list`.
+api.get_openapi_operation_id = lambda operation: operation.view_func.__name__  # type: ignore[method-assign]
 
 from api.routes import approvals, events, sessions  # noqa: E402
 

@@ -2,12 +2,13 @@
 desk decides (approvals.services.approval_decide: the argument hash, first
 decision wins, 409 otherwise)."""
 
-from typing import Literal
+from typing import Any, Literal
 
 from django.http import Http404, HttpRequest
 from ninja import Query, Router
 
 from agents import selectors
+from agents.errors import Invalid
 from api import pagination
 from api.auth import need
 from api.routes.common import READ_ERRORS, WRITE_ERRORS
@@ -31,9 +32,9 @@ def _approval(request: HttpRequest, approval_id: int) -> Approval:
 def approvals_list(
     request: HttpRequest,
     status: Literal[tuple(Approval.Status.values)] = "pending",  # type: ignore[valid-type]
-    session_id: int | None = None,
-    cursor: str | None = Query(None, max_length=100),
-    limit: int = Query(50, ge=1, le=pagination.MAX_LIMIT),
+    session_id: int = Query(None, ge=0, le=pagination.MAX_KEY),
+    cursor: int = pagination.Cursor,
+    limit: int = pagination.Limit,
 ):
     """Approvals, oldest first: by default the pending ones (the inbox)."""
     rows = (
@@ -47,23 +48,37 @@ def approvals_list(
 
 
 @router.get("/approvals/{approval_id}", response={200: ApprovalOut, **READ_ERRORS})
-def approval_get(request: HttpRequest, approval_id: int):
+def approval_get(request: HttpRequest, approval_id: int = pagination.Id):
     return _approval(request, approval_id)
 
 
 @router.post("/approvals/{approval_id}/decision", response={200: ApprovalOut, **WRITE_ERRORS})
 @write(DECIDE)
-def approval_decide(request: HttpRequest, approval_id: int, body: DecisionIn):
+def approval_decide(request: HttpRequest, body: DecisionIn, approval_id: int = pagination.Id):
     """Approve, approve with edited arguments, or deny with a reason.
     `expected_hash` is the `arguments_hash` you were shown: arguments that
     changed since, an approval already decided or expired, answer 409."""
     _approval(request, approval_id)
+    edited = getattr(body, "edited_arguments", None)
+    if edited is not None and _has_nul(edited):
+        raise Invalid("edited arguments may not contain NUL characters")
     services.approval_decide(
         approval_id=approval_id,
         user=request.auth.user,
         decision=body.decision,
         reason=body.reason,
-        edited_input=body.edited_arguments if body.decision == "approve" else None,
+        edited_input=edited,
         expected_hash=body.expected_hash,
     )
     return 200, ApprovalOut.from_orm(_approval(request, approval_id))
+
+
+def _has_nul(value: Any) -> bool:
+    """Postgres stores no NUL character in text or jsonb."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(v) for v in value)
+    return False

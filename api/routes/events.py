@@ -7,11 +7,17 @@ after the client's seq, then follow live pushes; a gap in what the layer
 brings (it is at-most-once) is filled from Postgres, and so is a silence
 (each heartbeat also catches up, as the desk's "sync" does). Each event
 reaches the client once, in seq order.
+
+A stream lasts at most AGENTDESK_SSE_MAX_S, then ends; the client
+reconnects with Last-Event-ID (EventSource does by itself) and loses
+nothing. Bounded streams let a deploy drain a Daphne, spread clients over
+Daphnes again, and let a proxy's idle limits never cut a stream silently.
 """
 
 import asyncio
 import json
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -22,7 +28,9 @@ from ninja import Header, Query, Router
 
 from agents import selectors
 from agents.events import session_group
+from api import pagination
 from api.auth import reader
+from api.pagination import MAX_KEY
 from api.routes.common import READ_ERRORS
 from api.schemas import EventPage
 from dashboard import fanout, pushes
@@ -36,7 +44,24 @@ STREAM_DOC = {
         "200": {
             "description": "text/event-stream: one `id: <seq>` / `data: <event JSON>` frame "
             "per event, comments as heartbeats. Reconnect with Last-Event-ID.",
-            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            # Before OpenAPI 3.2's itemSchema, `schema` describes one event.
+            "content": {
+                "text/event-stream": {
+                    "schema": {
+                        "type": "object",
+                        "required": ["id", "data"],
+                        "properties": {
+                            "id": {"type": "string", "pattern": "^[0-9]+$"},
+                            "event": {"type": "string", "enum": ["message"]},
+                            "data": {
+                                "type": "string",
+                                "contentMediaType": "application/json",
+                                "contentSchema": {"$ref": "#/components/schemas/EventOut"},
+                            },
+                        },
+                    }
+                }
+            },
         }
     }
 }
@@ -51,8 +76,8 @@ def _visible(request: HttpRequest, session_id: int) -> int:
 @router.get("/sessions/{session_id}/events/page", response={200: EventPage, **READ_ERRORS})
 def events_page(
     request: HttpRequest,
-    session_id: int,
-    after: int = Query(0, ge=0, description="the last seq you have"),
+    session_id: int = pagination.Id,
+    after: int = Query(0, ge=0, le=MAX_KEY, description="the last seq you have"),
     limit: int = Query(200, ge=1, le=1000),
 ):
     """Events after a seq, in seq order, for clients that poll."""
@@ -65,14 +90,16 @@ def events_page(
 @router.get("/sessions/{session_id}/events", response={**READ_ERRORS}, openapi_extra=STREAM_DOC)
 async def events_stream(
     request: HttpRequest,
-    session_id: int,
-    after: int | None = Query(None, ge=0, description="start after this seq (default 0)"),
-    last_event_id: int | None = Header(None, alias="Last-Event-ID", ge=0),
+    session_id: int = pagination.Id,
+    after: int = Query(0, ge=0, le=MAX_KEY, description="start after this seq"),
+    last_event_id: int = Header(
+        None, alias="Last-Event-ID", ge=0, le=MAX_KEY, description="wins over `after`"
+    ),
 ):
     """Server-Sent Events: every event after Last-Event-ID (or `after`),
     then the live ones as they commit."""
     await sync_to_async(_visible)(request, session_id)
-    start = last_event_id if last_event_id is not None else (after or 0)
+    start = last_event_id if last_event_id is not None else after
     response = StreamingHttpResponse(_stream(session_id, start), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"  # a proxy must not hold frames back
@@ -86,14 +113,15 @@ async def _stream(session_id: int, last_seq: int) -> AsyncIterator[str]:
     # read then comes through the group (or leaves a gap we fill).
     await fanout.fanout().join(group, inbox)
     cursor = _Cursor(session_id, last_seq)
+    deadline = time.monotonic() + settings.AGENTDESK_SSE_MAX_S
     try:
         yield "retry: 2000\n\n"
         async for frame in cursor.catch_up():
             yield frame
-        while True:
+        while (left := deadline - time.monotonic()) > 0:
             try:
                 message = await asyncio.wait_for(
-                    inbox.get(), timeout=settings.AGENTDESK_SSE_HEARTBEAT_S
+                    inbox.get(), timeout=min(settings.AGENTDESK_SSE_HEARTBEAT_S, left)
                 )
             except TimeoutError:
                 yield ": heartbeat\n\n"

@@ -11,6 +11,7 @@ from api import pagination
 from api.auth import reader
 from api.routes.common import READ_ERRORS, WRITE_ERRORS
 from api.schemas import (
+    NO_NUL,
     Accepted,
     MessageIn,
     SessionOut,
@@ -24,7 +25,6 @@ from api.writes import write
 
 router = Router(tags=["sessions"])
 Status = Literal[tuple(Session.Status.values)]  # type: ignore[valid-type]
-Limit = Query(50, ge=1, le=pagination.MAX_LIMIT)
 
 
 def _session(request: HttpRequest, session_id: int) -> Session:
@@ -37,11 +37,11 @@ def _session(request: HttpRequest, session_id: int) -> Session:
 @router.get("/sessions", response={200: SessionPage, **READ_ERRORS})
 def sessions_list(
     request: HttpRequest,
-    status: Status | None = None,
-    q: str = Query("", max_length=200, description="in key, customer or title"),
-    profile: str = Query("", max_length=64),
-    cursor: str | None = Query(None, max_length=100),
-    limit: int = Limit,
+    status: Status = None,
+    q: str = Query("", max_length=200, pattern=NO_NUL, description="in key, customer or title"),
+    profile: str = Query("", max_length=64, pattern=NO_NUL),
+    cursor: int = pagination.Cursor,
+    limit: int = pagination.Limit,
 ):
     """Sessions, newest first; filter by status, a search text, a profile."""
     rows = selectors.sessions_for_user(user=reader(request)).select_related("runtime")
@@ -55,7 +55,9 @@ def sessions_list(
 
 
 @router.get("/sessions/by-key", response={200: SessionOut, **READ_ERRORS})
-def session_by_key(request: HttpRequest, key: str = Query(..., min_length=1, max_length=200)):
+def session_by_key(
+    request: HttpRequest, key: str = Query(..., min_length=1, max_length=200, pattern=NO_NUL)
+):
     """The session of a domain key (`ticket:4812`)."""
     session = (
         selectors.sessions_for_user(user=reader(request))
@@ -69,16 +71,16 @@ def session_by_key(request: HttpRequest, key: str = Query(..., min_length=1, max
 
 
 @router.get("/sessions/{session_id}", response={200: SessionOut, **READ_ERRORS})
-def session_get(request: HttpRequest, session_id: int):
+def session_get(request: HttpRequest, session_id: int = pagination.Id):
     return _session(request, session_id)
 
 
 @router.get("/sessions/{session_id}/turns", response={200: TurnPage, **READ_ERRORS})
 def turns_list(
     request: HttpRequest,
-    session_id: int,
-    cursor: str | None = Query(None, max_length=100),
-    limit: int = Limit,
+    session_id: int = pagination.Id,
+    cursor: int = pagination.Cursor,
+    limit: int = pagination.Limit,
 ):
     """A session's turns, oldest first."""
     session = _session(request, session_id)
@@ -89,10 +91,10 @@ def turns_list(
 @router.get("/sessions/{session_id}/tool-calls", response={200: ToolCallPage, **READ_ERRORS})
 def tool_calls_list(
     request: HttpRequest,
-    session_id: int,
-    status: Literal[tuple(ToolCall.Status.values)] | None = None,  # type: ignore[valid-type]
-    cursor: str | None = Query(None, max_length=100),
-    limit: int = Limit,
+    session_id: int = pagination.Id,
+    status: Literal[tuple(ToolCall.Status.values)] = None,  # type: ignore[valid-type]
+    cursor: int = pagination.Cursor,
+    limit: int = pagination.Limit,
 ):
     """A session's tool calls, oldest first."""
     session = _session(request, session_id)
@@ -105,7 +107,9 @@ def tool_calls_list(
 @router.get(
     "/sessions/{session_id}/tool-calls/{call_id}", response={200: ToolCallOut, **READ_ERRORS}
 )
-def tool_call_get(request: HttpRequest, session_id: int, call_id: int):
+def tool_call_get(
+    request: HttpRequest, session_id: int = pagination.Id, call_id: int = pagination.Id
+):
     call = selectors.tool_call_get(
         user=reader(request), session_id=session_id, tool_call_id=call_id
     )
@@ -127,7 +131,7 @@ def message_post(request: HttpRequest, body: MessageIn):
 
 @router.post("/sessions/{session_id}/cancel", response={200: SessionStatusOut, **WRITE_ERRORS})
 @write("agents.operate_session")
-def session_cancel(request: HttpRequest, session_id: int):
+def session_cancel(request: HttpRequest, session_id: int = pagination.Id):
     """Cancel the session's open turns (409 when nothing is open)."""
     _session(request, session_id)
     session = services.turn_cancel(session_id=session_id, user=request.auth.user)
@@ -136,7 +140,7 @@ def session_cancel(request: HttpRequest, session_id: int):
 
 @router.post("/sessions/{session_id}/resume", response={202: Accepted, **WRITE_ERRORS})
 @write("agents.operate_session")
-def session_resume(request: HttpRequest, session_id: int):
+def session_resume(request: HttpRequest, session_id: int = pagination.Id):
     """Ask the agent to carry on after a failure or a cancel (409 while a turn is open)."""
     _session(request, session_id)
     turn = services.session_resume(session_id=session_id, user=request.auth.user)

@@ -57,3 +57,27 @@ def _fresh_rate_limits(settings):
 def dave(django_user_model):
     """Logged in, but in no desk group."""
     return django_user_model.objects.create_user(username="dave", password="dave-pw")
+
+
+from tests.dashboard.conftest import Web, web  # noqa: E402,F401  (a real Daphne)
+
+
+def sse_frames(response):
+    """(id, data) of each event frame of a text/event-stream response, as
+    they arrive; comments (heartbeats) and the retry hint are skipped."""
+    import json
+
+    frame: dict[str, str] = {}
+    for raw in response.iter_lines(decode_unicode=True):
+        if raw is None:
+            continue
+        if raw == "":
+            if "data" in frame:
+                yield int(frame["id"]), json.loads(frame["data"])
+            frame = {}
+        elif not raw.startswith(":"):
+            name, _, value = raw.partition(":")
+            frame[name] = value.removeprefix(" ")
+
+
+__all__ = ["ApiClient", "Web", "sse_frames"]

@@ -47,7 +47,7 @@ def test_sessions_list_filters_and_pages_by_cursor(alice, api_as):
     failed = client.get(f"{V1}/sessions", status="failed").json()["items"]
     assert [s["id"] for s in failed] == [made[0].id]
     assert client.get(f"{V1}/sessions", q="Order 3").json()["items"][0]["id"] == made[3].id
-    assert client.get(f"{V1}/sessions", cursor="garbage!").status_code == 400
+    assert client.get(f"{V1}/sessions", cursor="garbage!").status_code == 422
     assert client.get(f"{V1}/sessions", status="bogus").status_code == 422
 
 
@@ -160,7 +160,7 @@ def test_approve_edited_and_deny_with_a_reason(bob, api_as):
     assert response.json()["edited_arguments"] == edited
     second = factories.pending_approval()
     no_reason = {"decision": "deny", "expected_hash": second.arguments_hash}
-    assert client.post(f"{V1}/approvals/{second.id}/decision", no_reason).status_code == 400
+    assert client.post(f"{V1}/approvals/{second.id}/decision", no_reason).status_code == 422
     deny = {**no_reason, "reason": "The customer already has a replacement."}
     denied = client.post(f"{V1}/approvals/{second.id}/decision", deny).json()
     assert (denied["status"], denied["reason"]) == ("denied", deny["reason"])
@@ -186,3 +186,25 @@ def test_the_openapi_document_and_docs_page_need_no_token(client):
     html = page.content.decode()
     assert "/static/ninja/swagger-ui-bundle.js" in html and "cdn" not in html.lower()
     assert "script-src 'self'" in page["Content-Security-Policy"]
+
+
+def test_text_postgres_cannot_store_is_a_422_not_a_500(alice, bob, api_as):
+    """Found by schemathesis: a NUL character reached a text column."""
+    client = api_as(alice)
+    nul = client.post(f"{V1}/messages", {"session_key": "ticket:8", "text": "refund\x00me"})
+    assert nul.status_code == 422 and not Session.objects.exists()
+    assert client.get(f"{V1}/sessions", q="a\x00").status_code == 422
+    approval = factories.pending_approval()
+    edited = {**factories.REFUND, "reason": "bad\x00"}
+    body = {
+        "decision": "approve",
+        "expected_hash": approval.arguments_hash,
+        "edited_arguments": edited,
+    }
+    refused = api_as(bob).post(f"{V1}/approvals/{approval.id}/decision", body)
+    assert refused.status_code == 400 and Approval.objects.get(pk=approval.pk).status == "pending"
+
+
+def test_ids_beyond_a_bigint_are_a_422(alice, api_as):
+    assert api_as(alice).get(f"{V1}/sessions/{2**64}").status_code == 422
+    assert api_as(alice).get(f"{V1}/sessions", cursor=2**64).status_code == 422
