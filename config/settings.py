@@ -35,6 +35,7 @@ INSTALLED_APPS = [
     "capabilities",
     "dashboard",
     "api",
+    "integrations",
 ]
 
 MIDDLEWARE = [
@@ -154,6 +155,12 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": env_float("AGENTDESK_SUBAGENT_SWEEP_S", 2.0),
         "options": {"priority": 0},
     },
+    # Outbound webhooks (integrations/webhooks.py): each tick sends what is due.
+    "send-webhooks": {
+        "task": "integrations.send_webhooks",
+        "schedule": env_float("AGENTDESK_WEBHOOK_INTERVAL_S", 2.0),
+        "options": {"priority": 3},
+    },
     "prune-sessions": {
         "task": "agents.prune_sessions",
         "schedule": env_float("AGENTDESK_PRUNE_INTERVAL_S", 3600.0),
@@ -188,6 +195,11 @@ AGENTDESK_API_RATE_WINDOW_S = env_int("AGENTDESK_API_RATE_WINDOW_S", 60)
 AGENTDESK_IDEMPOTENCY_TTL_S = env_int("AGENTDESK_IDEMPOTENCY_TTL_S", 24 * 3600)
 AGENTDESK_IDEMPOTENCY_LEASE_S = env_int("AGENTDESK_IDEMPOTENCY_LEASE_S", 60)
 AGENTDESK_SSE_HEARTBEAT_S = env_float("AGENTDESK_SSE_HEARTBEAT_S", 15.0)
+# Outbound webhooks (integrations/): retries with exponential backoff, then dead.
+AGENTDESK_WEBHOOK_MAX_ATTEMPTS = env_int("AGENTDESK_WEBHOOK_MAX_ATTEMPTS", 8)
+AGENTDESK_WEBHOOK_BACKOFF_S = env_float("AGENTDESK_WEBHOOK_BACKOFF_S", 5.0)
+AGENTDESK_WEBHOOK_BACKOFF_MAX_S = env_float("AGENTDESK_WEBHOOK_BACKOFF_MAX_S", 3600.0)
+AGENTDESK_WEBHOOK_TIMEOUT_S = env_float("AGENTDESK_WEBHOOK_TIMEOUT_S", 10.0)
 AGENTDESK_SSE_MAX_S = env_float("AGENTDESK_SSE_MAX_S", 300.0)  # then the client reconnects
 
 AGENTDESK_REFUND_APPROVAL_LIMIT_CENTS = env_int("AGENTDESK_REFUND_APPROVAL_LIMIT_CENTS", 10_000)

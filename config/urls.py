@@ -11,6 +11,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", api_v1.urls),  # the REST API (api/)
     path("account/tokens/", include("api.urls")),  # a person's API tokens
+    path("integrations/", include("integrations.urls")),  # webhooks (admins)
     path("api/", include("agents.api_urls")),
     path("metrics", metrics, name="metrics"),  # Prometheus (agents/observability)
     path("", include("dashboard.urls")),
