@@ -161,6 +161,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": env_float("AGENTDESK_WEBHOOK_INTERVAL_S", 2.0),
         "options": {"priority": 3},
     },
+    "notify-approvals": {
+        "task": "integrations.notify_approvals",
+        "schedule": env_float("AGENTDESK_NOTIFY_INTERVAL_S", 2.0),
+        "options": {"priority": 3},
+    },
     "prune-sessions": {
         "task": "agents.prune_sessions",
         "schedule": env_float("AGENTDESK_PRUNE_INTERVAL_S", 3600.0),
@@ -200,6 +205,21 @@ AGENTDESK_WEBHOOK_MAX_ATTEMPTS = env_int("AGENTDESK_WEBHOOK_MAX_ATTEMPTS", 8)
 AGENTDESK_WEBHOOK_BACKOFF_S = env_float("AGENTDESK_WEBHOOK_BACKOFF_S", 5.0)
 AGENTDESK_WEBHOOK_BACKOFF_MAX_S = env_float("AGENTDESK_WEBHOOK_BACKOFF_MAX_S", 3600.0)
 AGENTDESK_WEBHOOK_TIMEOUT_S = env_float("AGENTDESK_WEBHOOK_TIMEOUT_S", 10.0)
+# Notifications (integrations/notifications.py): approvers hear of a waiting
+# approval by email (when EMAIL_HOST is set) and Slack (token and channel
+# set), with a link to the card at AGENTDESK_BASE_URL.
+AGENTDESK_BASE_URL = env_str("AGENTDESK_BASE_URL", "http://127.0.0.1:8000")
+AGENTDESK_APPROVAL_REMIND_BEFORE_S = env_int("AGENTDESK_APPROVAL_REMIND_BEFORE_S", 3600)
+EMAIL_HOST = env_str("EMAIL_HOST", "")
+EMAIL_PORT = env_int("EMAIL_PORT", 25)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "Agentdesk <agentdesk@localhost>")
+SLACK_BOT_TOKEN = env_str("SLACK_BOT_TOKEN", "")
+SLACK_CHANNEL = env_str("SLACK_CHANNEL", "")
+SLACK_API_URL = env_str("SLACK_API_URL", "https://slack.com/api/")
 AGENTDESK_SSE_MAX_S = env_float("AGENTDESK_SSE_MAX_S", 300.0)  # then the client reconnects
 
 AGENTDESK_REFUND_APPROVAL_LIMIT_CENTS = env_int("AGENTDESK_REFUND_APPROVAL_LIMIT_CENTS", 10_000)

@@ -104,3 +104,48 @@ class WebhookAttempt(models.Model):
 
     def __str__(self) -> str:
         return f"{self.delivery_id} {self.status_code or self.error[:40]}"
+
+
+class Notification(models.Model):
+    """A person told that an approval waits (or is about to expire), on one
+    channel. One row per (approval, kind, channel): each is sent once."""
+
+    class Kind(models.TextChoices):
+        REQUESTED = "requested"
+        EXPIRING = "expiring"
+
+    class Channel(models.TextChoices):
+        EMAIL = "email"
+        SLACK = "slack"
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        SENDING = "sending"
+        SENT = "sent"
+        FAILED = "failed"  # after its attempts; the approval is still in the inbox
+
+    approval = models.ForeignKey(
+        "approvals.Approval", on_delete=models.CASCADE, related_name="notifications"
+    )
+    kind = models.CharField(max_length=12, choices=Kind.choices)
+    channel = models.CharField(max_length=12, choices=Channel.choices)
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.PENDING)
+    attempts = models.IntegerField(default=0)
+    recipients = models.JSONField(default=list, blank=True)  # emails, or the Slack channel
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["approval", "kind", "channel"], name="notification_once"
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=["pending", "sending", "sent", "failed"]),
+                name="notification_status_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.channel} for approval {self.approval_id} ({self.status})"

@@ -98,6 +98,7 @@ def reset_all(sandbox: Sandbox, *, reseed: bool) -> None:
     sandbox.faults.clear()
     sandbox.counters.clear()
     sandbox.requests.clear()
+    sandbox.slack.clear()
     if reseed:
         seed_demo(sandbox.db)
 

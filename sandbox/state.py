@@ -82,6 +82,7 @@ class Sandbox:
     counters: Counters
     webhooks: WebhookSender
     requests: RequestLog = field(default_factory=RequestLog)
+    slack: Any = None  # sandbox.slack.SlackLog, made by create_app
 
 
 def sandbox_of(request: Request) -> Sandbox:
