@@ -59,7 +59,7 @@ def dave(django_user_model):
     return django_user_model.objects.create_user(username="dave", password="dave-pw")
 
 
-from tests.dashboard.conftest import Web, web  # noqa: E402,F401  (a real Daphne)
+from tests.dashboard.conftest import Web, browser, web  # noqa: E402,F401  (Daphne, chromium)
 
 
 def sse_frames(response):
