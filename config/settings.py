@@ -166,6 +166,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": env_float("AGENTDESK_NOTIFY_INTERVAL_S", 2.0),
         "options": {"priority": 3},
     },
+    "prune-idempotency-keys": {
+        "task": "api.prune_idempotency_keys",
+        "schedule": 3600.0,
+        "options": {"priority": 9},  # housekeeping
+    },
     "prune-sessions": {
         "task": "agents.prune_sessions",
         "schedule": env_float("AGENTDESK_PRUNE_INTERVAL_S", 3600.0),

@@ -114,3 +114,15 @@ def test_an_overlong_key_is_a_400(alice, api_as):
         "/api/v1/messages", MESSAGE, headers={"Idempotency-Key": "k" * 256}
     )
     assert response.status_code == 400 and not Turn.objects.exists()
+
+
+def test_keys_past_their_retention_are_forgotten(alice, api_as, settings):
+    from api.idempotency import idempotency_keys_prune
+
+    client = api_as(alice)
+    key = {"Idempotency-Key": "old"}
+    assert client.post("/api/v1/messages", MESSAGE, headers=key).status_code == 202
+    later = timezone.now() + timedelta(seconds=settings.AGENTDESK_IDEMPOTENCY_TTL_S + 1)
+    assert idempotency_keys_prune(now=later) == 1
+    again = client.post("/api/v1/messages", MESSAGE, headers=key)
+    assert again.status_code == 202 and "Idempotent-Replayed" not in again
