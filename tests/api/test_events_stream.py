@@ -4,8 +4,11 @@ worker writing the events."""
 from __future__ import annotations
 
 import pytest
+import redis
 import requests
+from django.conf import settings
 
+from agents.events import group_channel, session_group
 from agents.models import Event
 from api.tokens import token_create
 from tests.agents.helpers import deliver_ticket, wait_turn
@@ -13,6 +16,13 @@ from tests.api.conftest import sse_frames
 from tests.processes import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _followers(session_id: int) -> int:
+    """Processes subscribed to the session's channel-layer group (Redis pub/sub)."""
+    channel = group_channel(session_group(session_id))
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    return dict(client.pubsub_numsub(channel)).get(channel.encode(), 0)
 
 
 def _stream(web, token: str, session_id: int, last_id: int | None = None):
@@ -41,11 +51,16 @@ def test_the_stream_resumes_from_last_event_id_with_no_gap_and_no_duplicate(
 
     seen: list[tuple[int, dict]] = []
     first = _stream(web, token, session.id)
+    followed = 0
     for seq, event in sse_frames(first):
         seen.append((seq, event))
         if len(seen) == 3:
+            followed = _followers(session.id)  # while the stream is open
             break
     first.close()  # the client goes away mid-turn
+    assert followed == 1  # Daphne followed the session's group for the stream
+    # ...and the stream ends on the server: it leaves the group.
+    wait_for(lambda: _followers(session.id) == 0, timeout=15, what="the stream to end")
     last = seen[-1][0]
     # The worker goes on writing while nobody listens.
     wait_for(
