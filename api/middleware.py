@@ -9,8 +9,9 @@ from django.http import HttpRequest, HttpResponse
 
 from api.problems import is_problem, problem
 
-# The helpdesk webhook and the legacy messages API keep their JSON shape.
-PREFIXES = ("/api/v1/", "/mcp")
+# The helpdesk webhook and the legacy messages API keep their JSON shape
+# (and /mcp answers its own 401 as a problem: api/mcp.py).
+PREFIX = "/api/v1/"
 
 
 class ProblemDetailsMiddleware:
@@ -21,7 +22,7 @@ class ProblemDetailsMiddleware:
         response = self.get_response(request)
         if (
             response.status_code < 400
-            or not request.path.startswith(PREFIXES[0])
+            or not request.path.startswith(PREFIX)
             or getattr(response, "streaming", False)
             or is_problem(response)
         ):
