@@ -18,7 +18,7 @@ from tests.processes import ROOT
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-MAX_EXAMPLES = os.environ.get("AGENTDESK_SCHEMATHESIS_EXAMPLES", "12")
+MAX_EXAMPLES = os.environ.get("AGENTDESK_SCHEMATHESIS_EXAMPLES", "8")
 
 
 @pytest.fixture
