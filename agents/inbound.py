@@ -2,8 +2,13 @@
 
 The webhook is signed Stripe-style: `Agentdesk-Signature: t=<unix>,v1=<hex>`
 where v1 = HMAC-SHA256(secret, f"{t}.{raw body}"). A call that is unsigned,
-wrongly signed, older than the tolerance, or a replay of an event id already
-accepted is refused and changes nothing.
+wrongly signed or older than the tolerance is refused and changes nothing.
+
+A sender retries when it lost our answer, so a replay of an event id
+already accepted is answered with the first answer (agents/api.py keeps it
+as the event id's idempotency key) and does nothing twice; the
+InboundDelivery row, written in the same transaction as the turn, is the
+second guard.
 """
 
 from __future__ import annotations
@@ -42,13 +47,27 @@ def verify(secret: str, header: str, body: bytes, *, now: float | None = None) -
         raise Forbidden("bad signature")
 
 
-def helpdesk_webhook(*, body: bytes, signature: str) -> Turn:
+def verified_event_id(*, body: bytes, signature: str) -> str:
+    """The event id of a delivery whose signature holds (else Forbidden)."""
     verify(settings.AGENTDESK_WEBHOOK_SECRET, signature, body)
+    return str(_parse(body)[0])[:100]
+
+
+def _parse(body: bytes) -> tuple[Any, str, dict[str, Any]]:
     try:
         payload = json.loads(body)
         event_id, kind, ticket = payload["id"], payload["type"], payload["ticket"]
+        ticket["id"]  # noqa: B018 (a ticket without an id is malformed)
     except (ValueError, KeyError, TypeError):
         raise Invalid("malformed webhook body") from None
+    return event_id, kind, ticket
+
+
+def helpdesk_webhook(*, body: bytes, signature: str) -> Turn | None:
+    """The turn a delivery starts; None when its event id was accepted before."""
+    verify(settings.AGENTDESK_WEBHOOK_SECRET, signature, body)
+    event_id, kind, ticket = _parse(body)
+    payload = json.loads(body)
     if kind not in ("ticket.created", "ticket.replied"):
         raise Invalid(f"unsupported event type {kind!r}")
     with transaction.atomic():
@@ -56,7 +75,7 @@ def helpdesk_webhook(*, body: bytes, signature: str) -> Turn:
             with transaction.atomic():
                 InboundDelivery.objects.create(event_id=str(event_id)[:100])
         except IntegrityError:
-            raise Forbidden("replayed delivery") from None
+            return None  # accepted before: nothing to do twice
         return message_post(
             key=f"ticket:{ticket['id']}",
             text=_ticket_text(kind, ticket, payload.get("message") or {}),

@@ -49,7 +49,7 @@ def _events(session_id: int) -> QuerySet[Event]:
 
 def sessions_list(*, user: AbstractBaseUser, status: str = "", q: str = "") -> QuerySet[Session]:
     """Sessions matching the filters, what needs a human first, then newest."""
-    rows = _search(sessions_for_user(user=user), q)
+    rows = sessions_search(sessions_for_user(user=user), q)
     if status:
         rows = rows.filter(status=status)
     priority = Case(
@@ -66,14 +66,14 @@ def sessions_list(*, user: AbstractBaseUser, status: str = "", q: str = "") -> Q
 
 def session_counts(*, user: AbstractBaseUser, q: str = "") -> dict[str, int]:
     """Sessions per status (for the filter tabs), in one GROUP BY."""
-    rows = _search(sessions_for_user(user=user), q).order_by()
+    rows = sessions_search(sessions_for_user(user=user), q).order_by()
     counts = {s: 0 for s in NEEDS_HUMAN_ORDER}
     for row in rows.values("status").annotate(n=Count("id")):
         counts[row["status"]] = row["n"]
     return counts
 
 
-def _search(rows: QuerySet[Session], q: str) -> QuerySet[Session]:
+def sessions_search(rows: QuerySet[Session], q: str) -> QuerySet[Session]:
     q = q.strip()
     if not q:
         return rows

@@ -12,14 +12,26 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
+from api.mcp import mcp_app  # noqa: E402
 from dashboard.routing import websocket_urlpatterns  # noqa: E402
+
+# Daphne is the only web process (make run, docker-compose): it serves
+# /static/ itself (the desk's CSS and JS, a few files) so that the CSP's
+# script-src 'self' holds without a separate file server.
+django_http = ASGIStaticFilesHandler(django_asgi_app)
+
+
+async def http(scope, receive, send):
+    """/mcp is the MCP server (api/mcp.py); everything else is Django."""
+    if scope["path"] in ("/mcp", "/mcp/"):
+        await mcp_app({**scope, "path": "/mcp"}, receive, send)
+    else:
+        await django_http(scope, receive, send)
+
 
 application = ProtocolTypeRouter(
     {
-        # Daphne is the only web process (make run, docker-compose): it serves
-        # /static/ itself (the desk's CSS and JS, a few files) so that the CSP's
-        # script-src 'self' holds without a separate file server.
-        "http": ASGIStaticFilesHandler(django_asgi_app),
+        "http": http,
         # Origin checked against ALLOWED_HOSTS (no cross-site WebSocket
         # hijacking), then the session cookie; consumers check permissions.
         "websocket": AllowedHostsOriginValidator(

@@ -30,14 +30,18 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "django_htmx",
+    "ninja",  # its Swagger UI assets, served from our static files (no CDN)
     "agents",
     "approvals",
     "capabilities",
     "dashboard",
+    "api",
+    "integrations",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "api.middleware.ProblemDetailsMiddleware",  # errors under /api/v1/ as RFC 9457
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -182,6 +186,22 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": env_float("AGENTDESK_SUBAGENT_SWEEP_S", 2.0),
         "options": {"priority": 0},
     },
+    # Outbound webhooks (integrations/webhooks.py): each tick sends what is due.
+    "send-webhooks": {
+        "task": "integrations.send_webhooks",
+        "schedule": env_float("AGENTDESK_WEBHOOK_INTERVAL_S", 2.0),
+        "options": {"priority": 3},
+    },
+    "notify-approvals": {
+        "task": "integrations.notify_approvals",
+        "schedule": env_float("AGENTDESK_NOTIFY_INTERVAL_S", 2.0),
+        "options": {"priority": 3},
+    },
+    "prune-idempotency-keys": {
+        "task": "api.prune_idempotency_keys",
+        "schedule": 3600.0,
+        "options": {"priority": 9},  # housekeeping
+    },
     "prune-sessions": {
         "task": "agents.prune_sessions",
         "schedule": env_float("AGENTDESK_PRUNE_INTERVAL_S", 3600.0),
@@ -207,7 +227,36 @@ AGENTDESK_HTTP_TIMEOUT_S = env_float("AGENTDESK_HTTP_TIMEOUT_S", 15.0)
 
 AGENTDESK_WEBHOOK_SECRET = env_str("AGENTDESK_WEBHOOK_SECRET", "whsec_dev_only")
 AGENTDESK_WEBHOOK_TOLERANCE_S = env_int("AGENTDESK_WEBHOOK_TOLERANCE_S", 300)
+# The service token: it may only post messages (POST /api/v1/messages and
+# the legacy /api/sessions/<key>/messages); people use their own tokens.
 AGENTDESK_API_TOKEN = env_str("AGENTDESK_API_TOKEN", "")
+# The machine API (api/): writes per token per window, then 429.
+AGENTDESK_API_RATE_LIMIT = env_int("AGENTDESK_API_RATE_LIMIT", 120)
+AGENTDESK_API_RATE_WINDOW_S = env_int("AGENTDESK_API_RATE_WINDOW_S", 60)
+AGENTDESK_IDEMPOTENCY_TTL_S = env_int("AGENTDESK_IDEMPOTENCY_TTL_S", 24 * 3600)
+AGENTDESK_IDEMPOTENCY_LEASE_S = env_int("AGENTDESK_IDEMPOTENCY_LEASE_S", 60)
+AGENTDESK_SSE_HEARTBEAT_S = env_float("AGENTDESK_SSE_HEARTBEAT_S", 15.0)
+AGENTDESK_SSE_MAX_S = env_float("AGENTDESK_SSE_MAX_S", 300.0)  # then the client reconnects
+# Outbound webhooks (integrations/): retries with exponential backoff, then dead.
+AGENTDESK_WEBHOOK_MAX_ATTEMPTS = env_int("AGENTDESK_WEBHOOK_MAX_ATTEMPTS", 8)
+AGENTDESK_WEBHOOK_BACKOFF_S = env_float("AGENTDESK_WEBHOOK_BACKOFF_S", 5.0)
+AGENTDESK_WEBHOOK_BACKOFF_MAX_S = env_float("AGENTDESK_WEBHOOK_BACKOFF_MAX_S", 3600.0)
+AGENTDESK_WEBHOOK_TIMEOUT_S = env_float("AGENTDESK_WEBHOOK_TIMEOUT_S", 10.0)
+# Notifications (integrations/notifications.py): approvers hear of a waiting
+# approval by email (when EMAIL_HOST is set) and Slack (token and channel
+# set), with a link to the card at AGENTDESK_BASE_URL.
+AGENTDESK_BASE_URL = env_str("AGENTDESK_BASE_URL", "http://127.0.0.1:8000")
+AGENTDESK_APPROVAL_REMIND_BEFORE_S = env_int("AGENTDESK_APPROVAL_REMIND_BEFORE_S", 3600)
+EMAIL_HOST = env_str("EMAIL_HOST", "")
+EMAIL_PORT = env_int("EMAIL_PORT", 25)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "Agentdesk <agentdesk@localhost>")
+SLACK_BOT_TOKEN = env_str("SLACK_BOT_TOKEN", "")
+SLACK_CHANNEL = env_str("SLACK_CHANNEL", "")
+SLACK_API_URL = env_str("SLACK_API_URL", "https://slack.com/api/")
 
 AGENTDESK_REFUND_APPROVAL_LIMIT_CENTS = env_int("AGENTDESK_REFUND_APPROVAL_LIMIT_CENTS", 10_000)
 AGENTDESK_APPROVE_REPLIES = env_bool("AGENTDESK_APPROVE_REPLIES", False)

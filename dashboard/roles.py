@@ -4,7 +4,7 @@
 - approver: support's rights, plus deciding approvals
 - admin:    everything, plus history, exports and the Django admin, where it
             edits agent profiles and tool policies (every permission of the
-            capabilities app)
+            capabilities app), and outbound webhooks (of the integrations app)
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ _PERMS = {
     ],
 }
 # Every permission of these apps (so a model added to them is covered too).
-_APPS = {ADMIN: ["capabilities"]}
+_APPS = {ADMIN: ["capabilities", "integrations"]}
 
 
 def assign_role(user, role: str) -> None:

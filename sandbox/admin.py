@@ -99,6 +99,7 @@ def reset_all(sandbox: Sandbox, *, reseed: bool) -> None:
     sandbox.pace = sandbox.default_pace()
     sandbox.counters.clear()
     sandbox.requests.clear()
+    sandbox.slack.clear()
     if reseed:
         seed_demo(sandbox.db)
 

@@ -99,6 +99,7 @@ class Sandbox:
     counters: Counters
     webhooks: WebhookSender
     requests: RequestLog = field(default_factory=RequestLog)
+    slack: Any = None  # sandbox.slack.SlackLog, made by create_app
     pace: ModelPace = field(default_factory=ModelPace)
 
     def default_pace(self) -> ModelPace:

@@ -65,12 +65,33 @@ def test_a_signature_for_another_body_is_refused(client):
     assert not Session.objects.exists()
 
 
-def test_a_replayed_delivery_is_refused_and_starts_nothing(client, broker):
+def test_a_replayed_delivery_gets_the_first_answer_and_starts_nothing(client, broker):
+    """A sender that lost our 202 retries: it hears the same 202, and its
+    delivery counts as done (a 403 would mark it failed)."""
     body = _body()
     signature = sign(settings.AGENTDESK_WEBHOOK_SECRET, body, int(time.time()))
-    assert _post(client, body, signature).status_code == 202
-    assert _post(client, body, signature).status_code == 403
-    assert Turn.objects.count() == 1
+    first = _post(client, body, signature)
+    assert first.status_code == 202
+    later = sign(settings.AGENTDESK_WEBHOOK_SECRET, body, int(time.time()) + 1)
+    again = _post(client, body, later)
+    assert (again.status_code, again.json()) == (202, first.json())
+    assert again["Idempotent-Replayed"] == "true"
+    assert Turn.objects.count() == 1 and InboundDelivery.objects.count() == 1
+
+
+def test_a_delivery_accepted_before_answers_were_kept_is_a_2xx_that_does_nothing(client, broker):
+    body = _body("evt_old")
+    InboundDelivery.objects.create(event_id="evt_old")
+    signature = sign(settings.AGENTDESK_WEBHOOK_SECRET, body, int(time.time()))
+    response = _post(client, body, signature)
+    assert (response.status_code, response.json()) == (200, {"duplicate": True})
+    assert not Turn.objects.exists()
+
+
+def test_a_replay_with_a_bad_signature_is_still_refused(client, broker):
+    body = _body()
+    assert _post(client, body, sign(settings.AGENTDESK_WEBHOOK_SECRET, body, int(time.time())))
+    assert _post(client, body, "t=1,v1=deadbeef").status_code == 403
 
 
 def test_malformed_body_with_a_valid_signature_is_a_400(client):
@@ -94,3 +115,6 @@ def test_the_messages_api_needs_the_bearer_token(client, settings, broker):
     assert response.status_code == 202 and response.json()["session"] == "customer:77"
     bad = client.post(url, "{}", content_type="application/json", headers=right)
     assert bad.status_code == 400
+    too_long = "/api/sessions/" + "k" * 201 + "/messages"
+    refused = client.post(too_long, payload, content_type="application/json", headers=right)
+    assert refused.status_code == 400 and not Session.objects.filter(key__startswith="kkk")
