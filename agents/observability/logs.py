@@ -66,3 +66,5 @@ class JsonFormatter(_BaseJsonFormatter):
         if bound is not None:
             log_record["session_key"], log_record["turn"], log_record["step"] = bound
         log_record["process"] = record.process
+        # Many sessions per process: the slot (thread) tells their lines apart.
+        log_record["thread"] = record.threadName

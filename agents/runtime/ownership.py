@@ -160,6 +160,8 @@ def slot() -> int:
     numbers stay as few as the pool's threads)."""
     if getattr(_slots, "pid", None) != os.getpid():
         _slots.pid, _slots.number = os.getpid(), next(_slot_numbers)
+        # Log lines name their thread: the same number as the owner's name.
+        threading.current_thread().name = f"slot-{_slots.number}"
     return _slots.number
 
 

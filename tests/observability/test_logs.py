@@ -34,6 +34,9 @@ def test_a_worker_logs_json_lines_with_the_step_context(sandbox, workers):
         assert record["session_key"] == session.key
         assert record["turn"] == 1
         assert record["step"] == first_model_step.position
+        # The slot that ran the step: the same one its event names as actor.
+        slot = first_model_step.actor.rsplit("/", 1)[1]
+        assert (record["process"], record["thread"]) == (worker.pid, f"slot-{slot}")
     # Between steps (Celery's own lines) there is no step context to report.
     assert any("session_key" not in r for r in records)
 
