@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import ssl
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import anthropic
@@ -66,8 +66,14 @@ class AnthropicModel:
         on_text: Callable[[str], None],
         abort: Abort,
     ) -> ModelReply:
+        assembler = _Assembler()
         try:
-            stream = self.client.messages.create(
+            # The SDK sends the request (auth, headers, retries on 429/529/5xx
+            # before the stream starts); the events are read here as JSON.
+            # Its typed stream built a pydantic object per event: most of the
+            # CPU a model call cost this process (bench/latency.py), and a busy
+            # worker's CPU is what bounds the sessions it keeps moving.
+            with self.client.messages.with_streaming_response.create(
                 model=settings.AGENTDESK_MODEL,
                 max_tokens=request.max_tokens,
                 system=request.system,
@@ -75,20 +81,15 @@ class AnthropicModel:
                 **({"tools": request.tools} if request.tools else {}),
                 messages=request.messages,
                 stream=True,
-            )
-        except (anthropic.APIStatusError, anthropic.APIConnectionError) as exc:
-            raise ModelUnavailable(_describe(exc)) from exc
-        assembler = _Assembler()
-        abort.on_abort(stream.close)  # ends even a stalled stream at once
-        try:
-            with stream:
-                for event in stream:
+            ) as response:
+                abort.on_abort(response.http_response.close)  # ends even a stalled stream
+                for kind, data in _sse(response.iter_lines()):
                     if abort.is_set():
                         raise ModelAborted("the model stream was aborted")
-                    delta = assembler.feed(event)
+                    delta = assembler.feed(kind, data)
                     if delta:
                         on_text(delta)
-        except ModelAborted:
+        except (ModelAborted, ModelUnavailable):
             raise
         except (anthropic.APIStatusError, anthropic.APIConnectionError) as exc:
             if abort.is_set():  # the stream was closed under us by a cancel
@@ -101,13 +102,29 @@ class AnthropicModel:
         return assembler.reply()
 
 
+def _sse(lines: Iterator[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Server-sent events as (event name, JSON data)."""
+    kind, data = "", []
+    for line in lines:
+        if not line:
+            if data:
+                yield kind, json.loads("\n".join(data))
+            kind, data = "", []
+        elif line.startswith("event:"):
+            kind = line[6:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].lstrip())
+    if data:
+        yield kind, json.loads("\n".join(data))
+
+
 def _describe(exc: Exception) -> str:
     status = getattr(exc, "status_code", None)
     return f"model API error{f' {status}' if status else ''}: {exc}"
 
 
 class _Assembler:
-    """Builds content blocks from raw stream events.
+    """Builds content blocks from the stream's events (JSON, as sent).
 
     Done by hand rather than with the SDK's accumulator so that tool input
     that is not valid JSON becomes a recorded, explainable error instead of
@@ -124,43 +141,51 @@ class _Assembler:
         self.model = ""
         self.finished = False
 
-    def feed(self, event: Any) -> str:
-        kind = event.type
+    def feed(self, kind: str, event: dict[str, Any]) -> str:
+        kind = event.get("type", kind)
         if kind == "message_start":
-            self.model = event.message.model
-            self.input_tokens = event.message.usage.input_tokens or 0
-            self.output_tokens = event.message.usage.output_tokens or 0
+            message = event["message"]
+            self.model = message.get("model", "")
+            usage = message.get("usage") or {}
+            self.input_tokens = usage.get("input_tokens") or 0
+            self.output_tokens = usage.get("output_tokens") or 0
         elif kind == "content_block_start":
-            self._start(event.index, event.content_block)
+            self._start(event["index"], event["content_block"])
         elif kind == "content_block_delta":
-            return self._delta(event.index, event.delta)
+            return self._delta(event["index"], event["delta"])
         elif kind == "content_block_stop":
-            self._stop(event.index)
+            self._stop(event["index"])
         elif kind == "message_stop":
             self.finished = True
         elif kind == "message_delta":
-            self.stop_reason = event.delta.stop_reason or self.stop_reason
-            if event.usage and event.usage.output_tokens is not None:
-                self.output_tokens = event.usage.output_tokens
+            self.stop_reason = (event.get("delta") or {}).get("stop_reason") or self.stop_reason
+            usage = event.get("usage") or {}
+            if usage.get("output_tokens") is not None:
+                self.output_tokens = usage["output_tokens"]
+        elif kind == "error":  # overloaded mid-stream, say: no answer
+            error = event.get("error") or {}
+            raise ModelUnavailable(
+                f"model stream error: {error.get('type', '?')}: {error.get('message', '')}"
+            )
         return ""
 
-    def _start(self, index: int, block: Any) -> None:
+    def _start(self, index: int, block: dict[str, Any]) -> None:
         while len(self.blocks) <= index:
             self.blocks.append({})
-        if block.type == "text":
-            self.blocks[index] = {"type": "text", "text": block.text or ""}
-        elif block.type == "tool_use":
-            self.blocks[index] = {"type": "tool_use", "id": block.id, "name": block.name}
+        if block["type"] == "text":
+            self.blocks[index] = {"type": "text", "text": block.get("text") or ""}
+        elif block["type"] == "tool_use":
+            self.blocks[index] = {"type": "tool_use", "id": block["id"], "name": block["name"]}
             self.partial_json[index] = ""
-        else:  # thinking and other blocks are kept as the SDK gives them
-            self.blocks[index] = block.model_dump(exclude_none=True)
+        else:  # thinking and other blocks are kept as the API gives them
+            self.blocks[index] = {k: v for k, v in block.items() if v is not None}
 
-    def _delta(self, index: int, delta: Any) -> str:
-        if delta.type == "text_delta":
-            self.blocks[index]["text"] += delta.text
-            return delta.text
-        if delta.type == "input_json_delta":
-            self.partial_json[index] += delta.partial_json
+    def _delta(self, index: int, delta: dict[str, Any]) -> str:
+        if delta["type"] == "text_delta":
+            self.blocks[index]["text"] += delta["text"]
+            return delta["text"]
+        if delta["type"] == "input_json_delta":
+            self.partial_json[index] += delta["partial_json"]
         return ""
 
     def _stop(self, index: int) -> None:
