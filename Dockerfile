@@ -18,9 +18,11 @@ RUN pip install -r requirements.lock
 # edit here (tests/deploy/test_image.py builds this file set and starts it).
 COPY . .
 # Editable, so settings' BASE_DIR is /app and templates/static are found there.
+# /prometheus: the metrics volume web and workers share (docker-compose.yml);
+# a named volume starts as a copy of it, owned by app.
 RUN pip install --no-deps -e . \
     && useradd --create-home --uid 10001 app \
-    && mkdir /data && chown app:app /data
+    && mkdir /data /prometheus && chown app:app /data /prometheus
 
 # Beat's schedule and the sandbox's SQLite file live here (a volume).
 VOLUME ["/data"]
