@@ -330,9 +330,14 @@ AGENTDESK_OTLP_ENDPOINT = env_str("AGENTDESK_OTLP_ENDPOINT", "")
 AGENTDESK_METRICS_TOKEN = env_str("AGENTDESK_METRICS_TOKEN", "")
 AGENTDESK_METRICS_OPEN = env_bool("AGENTDESK_METRICS_OPEN", False)
 # "json": one JSON object per line, with session_key / turn / step during a
-# step. Celery then keeps this logging setup instead of installing its own.
+# step; "console": one readable line, for a person (make run). Celery keeps
+# this logging setup for both instead of installing its own.
 AGENTDESK_LOG_FORMAT = env_str("AGENTDESK_LOG_FORMAT", "plain")
-CELERY_WORKER_HIJACK_ROOT_LOGGER = AGENTDESK_LOG_FORMAT != "json"
+CELERY_WORKER_HIJACK_ROOT_LOGGER = AGENTDESK_LOG_FORMAT == "plain"
+# Also every line as JSON to this file, housekeeping included (make run:
+# .data/logs/<process>.jsonl).
+AGENTDESK_LOG_FILE = env_str("AGENTDESK_LOG_FILE", "")
+LOG_LEVEL = env_str("LOG_LEVEL", "INFO")
 
 LOGGING = {
     "version": 1,
@@ -340,20 +345,56 @@ LOGGING = {
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
         "json": {"()": "agents.observability.logs.JsonFormatter"},
+        "console": {"()": "agents.observability.logs.ConsoleFormatter"},
+    },
+    "filters": {
+        # Routine lines of periodic work and of every task are DEBUG
+        # (agents/observability/logs.py): not on the console at INFO.
+        "console_housekeeping": {
+            "()": "agents.observability.logs.Housekeeping",
+            "level": LOG_LEVEL,
+        },
+        "file_housekeeping": {"()": "agents.observability.logs.Housekeeping"},
     },
     "handlers": {
         "console": {
             "class": "logging.StreamHandler",
-            "formatter": "json" if AGENTDESK_LOG_FORMAT == "json" else "plain",
-        }
+            "formatter": AGENTDESK_LOG_FORMAT
+            if AGENTDESK_LOG_FORMAT in ("json", "console")
+            else "plain",
+            "filters": ["console_housekeeping"],
+        },
+        **(
+            {
+                "file": {
+                    "class": "logging.FileHandler",
+                    "filename": AGENTDESK_LOG_FILE,
+                    "formatter": "json",
+                    "filters": ["file_housekeeping"],
+                    "delay": True,  # no empty file for a process that logs nothing
+                }
+            }
+            if AGENTDESK_LOG_FILE
+            else {}
+        ),
     },
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "root": {
+        "handlers": ["console", "file"] if AGENTDESK_LOG_FILE else ["console"],
+        "level": LOG_LEVEL,
+    },
     "loggers": {
         "httpx": {"level": "WARNING"},
         "httpx2": {"level": "WARNING"},
         "stripe": {"level": "WARNING"},
         # The MCP SDK logs the end of every stream (a normal session end) at INFO.
         "mcp": {"level": "WARNING"},
+        # For a person, start-up chatter is noise (the endpoint, a broker's
+        # neighbours): warnings only.
+        **(
+            {"daphne": {"level": "WARNING"}, "celery.worker.consumer": {"level": "WARNING"}}
+            if AGENTDESK_LOG_FORMAT == "console"
+            else {}
+        ),
     },
 }
 
