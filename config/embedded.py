@@ -305,4 +305,9 @@ def for_tests() -> None:
         os.environ["REDIS_URL"] = urlunsplit(cache._replace(netloc=f"{HOST}:{port}"))
         said.append(f"Redis on {HOST}:{port} (nothing answered on {cache.hostname}:{cache.port})")
     os.environ[_STARTED_BY] = str(owner)
-    print(f"tests: started the embedded {' and '.join(said)}, data in {root}", file=sys.stderr)
+    STARTED.append(f"started the embedded {' and '.join(said)}, data in {root}")
+
+
+# What for_tests started, for the test run's header (tests/conftest.py): pytest
+# captures anything printed this early.
+STARTED: list[str] = []
