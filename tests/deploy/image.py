@@ -222,5 +222,7 @@ def required_variables(compose: dict) -> list[str]:
     return sorted(names)
 
 
-def compose_env(compose: dict, given: dict[str, str]) -> dict[str, str]:
-    return {name: substitute(str(value), given) for name, value in compose["x-app-env"].items()}
+def compose_env(compose: dict, given: dict[str, str], service: str | None = None) -> dict[str, str]:
+    """x-app-env, or the environment one service gets (its anchors merged)."""
+    raw = compose["services"][service]["environment"] if service else compose["x-app-env"]
+    return {name: substitute(str(value), given) for name, value in raw.items()}

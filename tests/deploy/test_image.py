@@ -39,15 +39,26 @@ def throwaway_database() -> Iterator[str]:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def production_env(database_url: str) -> dict[str, str]:
-    """docker-compose.yml's x-app-env, its required secrets given test values,
-    and the service names it uses (db, redis) pointed at this machine's."""
-    compose = img.compose_file()
-    given = {name: secrets.token_urlsafe(50) for name in img.required_variables(compose)}
-    env = img.compose_env(compose, given)
-    assert env["DJANGO_DEBUG"] == "0"
-    env.update(DATABASE_URL=database_url, REDIS_URL=settings.REDIS_URL)
-    return env
+class ProductionEnv:
+    """docker-compose.yml's environment for each service, its required secrets
+    given test values, the service names it uses (db, redis) pointed at this
+    machine's, and the metrics volume a folder here."""
+
+    def __init__(self, database_url: str, volume: Path) -> None:
+        self.compose = img.compose_file()
+        self.given = {n: secrets.token_urlsafe(50) for n in img.required_variables(self.compose)}
+        self.database_url = database_url
+        self.volume = volume
+
+    def __call__(self, service: str | None = None) -> dict[str, str]:
+        env = img.compose_env(self.compose, self.given, service)
+        assert env["DJANGO_DEBUG"] == "0"
+        env.update(DATABASE_URL=self.database_url, REDIS_URL=settings.REDIS_URL)
+        if "PROMETHEUS_MULTIPROC_DIR" in env:
+            mounted = self.compose["services"][service]["volumes"]
+            assert f"metrics:{env['PROMETHEUS_MULTIPROC_DIR']}" in mounted
+            env["PROMETHEUS_MULTIPROC_DIR"] = str(self.volume)
+        return env
 
 
 def build(dockerfile: Path, into: Path, log=print) -> tuple[img.Image, Path]:
@@ -89,7 +100,7 @@ class Started:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
-    def wait_for_log(self, pattern: str, timeout: float = 60) -> re.Match:
+    def wait_for_log(self, pattern: str, timeout: float = 180) -> re.Match:
         def found():
             assert self.popen.poll() is None, f"exited early:\n{self.log()[-4000:]}"
             return re.search(pattern, self.log())
@@ -116,7 +127,9 @@ def test_the_image_checks_migrates_serves_and_runs_a_worker(tmp_path, throwaway_
     image, venv = build(img.ROOT / "Dockerfile", tmp_path)
     for left_out in (".venv", ".data", ".git", "tests", "bench"):
         assert not (image.app / left_out).exists(), f"{left_out} is in the image"
-    env = production_env(throwaway_database)
+    (tmp_path / "metrics").mkdir()
+    production = ProductionEnv(throwaway_database, tmp_path / "metrics")
+    env = production()
 
     deploy = run(image, venv, env, "python", "manage.py", "check", "--deploy", "--fail-level", "WARNING")  # fmt: skip
     assert deploy.returncode == 0, deploy.stdout + deploy.stderr
@@ -129,8 +142,11 @@ def test_the_image_checks_migrates_serves_and_runs_a_worker(tmp_path, throwaway_
     at = web_args.index("-p")
     web_args[at : at + 2] = ["-p", "0"]
     web_args[web_args.index("-b") + 1] = "127.0.0.1"
-    process_env = img.clean_env({**image.env, **env}, venv)
-    web = Started(web_args, image.app, process_env, tmp_path / "web.log")
+
+    def process_env(service: str) -> dict[str, str]:
+        return img.clean_env({**image.env, **production(service)}, venv)
+
+    web = Started(web_args, image.app, process_env("web"), tmp_path / "web.log")
     worker = None
     try:
         port = int(web.wait_for_log(r"Listening on TCP address 127\.0\.0\.1:(\d+)").group(1))
@@ -154,8 +170,23 @@ def test_the_image_checks_migrates_serves_and_runs_a_worker(tmp_path, throwaway_
         healthy = run(image, venv, env, *check)
         assert healthy.returncode == 0, healthy.stderr
 
-        worker = Started(command("worker"), image.app, process_env, tmp_path / "worker.log")
-        worker.wait_for_log(r"\bready\.", timeout=90)
+        worker = Started(
+            command("worker"), image.app, process_env("worker"), tmp_path / "worker.log"
+        )
+        worker.wait_for_log(r"\bready\.")
+        # The worker counts into the volume web reads /metrics from; the token
+        # compose requires is asked for.
+        assert any(p.name.startswith("counter_") for p in (tmp_path / "metrics").iterdir())
+        token = production.given["AGENTDESK_METRICS_TOKEN"]
+        conn.request("GET", "/metrics", headers={"Authorization": f"Bearer {token}"})
+        scraped = conn.getresponse()
+        text = scraped.read().decode()
+        assert scraped.status == 200, text[:2000]
+        assert "agentdesk_recoveries_total" in text and "agentdesk_approvals_pending" in text
+        conn.request("GET", "/metrics")
+        refused = conn.getresponse()
+        refused.read()
+        assert refused.status == 401
     finally:
         web.stop()
         if worker is not None:
