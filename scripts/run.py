@@ -369,8 +369,9 @@ def start_app(sup: Supervisor, env: dict[str, str], web_port: int, sandbox: tupl
     )
     sup.wait_until("web", lambda: port_accepts(web_port))
     celery = [PY, "-m", "celery", "-A", "config"]
-    # Workers log JSON lines with session_key / turn / step (AGENTDESK_LOG_FORMAT).
-    worker_env = {"AGENTDESK_LOG_FORMAT": "json", **env}
+    # Readable lines here; every record as JSON, with session_key / turn /
+    # step, in .data/logs/worker.jsonl (app_env, Supervisor.start).
+    worker_env = env
     # One process drives every session in flight (settings: a thread pool of
     # AGENTDESK_WORKER_SLOTS slots on AGENTDESK_DB_POOL_SIZE connections).
     sup.start("worker", [*celery, "worker", "--loglevel=INFO"], worker_env)
