@@ -13,19 +13,16 @@ WORKDIR /app
 COPY requirements.lock ./
 RUN pip install -r requirements.lock
 
-# The project itself (listed, not `COPY .`: no .venv, .data or tests in the image).
-COPY pyproject.toml README.md manage.py ./
-COPY config ./config
-COPY agents ./agents
-COPY approvals ./approvals
-COPY dashboard ./dashboard
-COPY sandbox ./sandbox
-COPY templates ./templates
-COPY static ./static
+# The project itself: the whole build context, less what .dockerignore leaves
+# out (.venv, .data, tests, bench, git, caches), so a new package needs no
+# edit here (tests/deploy/test_image.py builds this file set and starts it).
+COPY . .
 # Editable, so settings' BASE_DIR is /app and templates/static are found there.
+# /prometheus: the metrics volume web and workers share (docker-compose.yml);
+# a named volume starts as a copy of it, owned by app.
 RUN pip install --no-deps -e . \
     && useradd --create-home --uid 10001 app \
-    && mkdir /data && chown app:app /data
+    && mkdir /data /prometheus && chown app:app /data /prometheus
 
 # Beat's schedule and the sandbox's SQLite file live here (a volume).
 VOLUME ["/data"]

@@ -6,6 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 # Re-install only when the lock (or the project's metadata) changed.
 STAMP := $(VENV)/.installed
+WHEELS := $(VENV)/wheelhouse
 
 # `make bench QUICK=1`, `make chaos SEED=7 SESSIONS=500`: passed on as
 # environment variables, only when given.
@@ -19,9 +20,13 @@ install: $(STAMP)
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
+# The lock's wheels are kept in $(WHEELS): the image test (tests/deploy/)
+# installs the same pins into a fresh virtualenv from there, without network.
 $(STAMP): requirements.lock pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -r requirements.lock
+	$(PY) -m pip wheel --quiet -r requirements.lock -w $(WHEELS)
+	$(PY) -m pip install --quiet --no-index --find-links $(WHEELS) -r requirements.lock
 	$(PY) -m pip install --quiet -e . --no-deps
+	cp requirements.lock $(WHEELS)/.lock
 	touch $(STAMP)
 
 # Embedded PostgreSQL and Redis (data in .data/) unless DATABASE_URL /

@@ -279,12 +279,16 @@ def history_events(
     return rows[:limit] if limit is not None else rows
 
 
-def history_turns(*, session_id: int) -> list[Turn]:
-    return list(
+def history_turn_rows(*, session_id: int) -> QuerySet[Turn]:
+    return (
         Turn.objects.filter(session_id=session_id)
         .select_related("started_by", "cancel_requested_by")
         .order_by("number")
     )
+
+
+def history_turns(*, session_id: int) -> list[Turn]:
+    return list(history_turn_rows(session_id=session_id))
 
 
 def history_kind_counts(*, session_id: int) -> dict[str, int]:
@@ -296,16 +300,20 @@ def history_kind_counts(*, session_id: int) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
-def history_approvals(*, session_id: int) -> list[Approval]:
-    return list(
+def history_approval_rows(*, session_id: int) -> QuerySet[Approval]:
+    return (
         Approval.objects.filter(session_id=session_id)
         .select_related("decided_by", "requested_by", "tool_call")
         .order_by("created_at", "id")
     )
 
 
-def history_tool_calls(*, session_id: int) -> list[ToolCall]:
-    return list(ToolCall.objects.filter(session_id=session_id).order_by("id"))
+def history_approvals(*, session_id: int) -> list[Approval]:
+    return list(history_approval_rows(session_id=session_id))
+
+
+def history_tool_call_rows(*, session_id: int) -> QuerySet[ToolCall]:
+    return ToolCall.objects.filter(session_id=session_id).order_by("id")
 
 
 # --- Follow-ups, jobs, storage (issue 5) -------------------------------------------------

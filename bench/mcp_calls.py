@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -105,6 +106,7 @@ def main() -> None:
     finally:
         http.terminate()
         http.wait(10)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -135,17 +136,17 @@ def measure(
         pg.redis_flush()
     log_dir = Path(tempfile.mkdtemp(prefix="agentdesk-bench-"))
     procs = []
-    for w in range(processes):
-        config = {
-            "mode": mode,
-            "S": max_steps,
-            "warmup": [WARMUP_BASE + 10 * w, WARMUP_BASE + 10 * w + 1],
-            "runs": list(range(w, runs, processes)),
-            "dsn": pg.database_url(),
-            **(extra_config or {}),
-        }
-        procs.append(start(config, env, log_dir))
     try:
+        for w in range(processes):
+            config = {
+                "mode": mode,
+                "S": max_steps,
+                "warmup": [WARMUP_BASE + 10 * w, WARMUP_BASE + 10 * w + 1],
+                "runs": list(range(w, runs, processes)),
+                "dsn": pg.database_url(),
+                **(extra_config or {}),
+            }
+            procs.append(start(config, env, log_dir))
         for proc in procs:
             _expect(proc, "ready", log_dir)
         with pg.connect() as conn:
@@ -166,6 +167,9 @@ def measure(
             if proc.poll() is None:
                 proc.kill()
             proc.wait()
+        # The logs only matter when a worker failed, and _expect has put them
+        # in its error by then: a run leaves nothing in the temp directory.
+        shutil.rmtree(log_dir, ignore_errors=True)
     started = min(r["started"] for r in results)
     ended = max(r["ended"] for r in results)
     latencies = [x for r in results for x in r["latencies"]]

@@ -12,6 +12,7 @@ each round, the median and the max.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import statistics
 import sys
@@ -125,6 +126,7 @@ def main() -> None:
     finally:
         for proc in procs:
             proc.stop()
+        shutil.rmtree(run_dir, ignore_errors=True)
     print(
         f"recovery after SIGKILL: median {statistics.median(seconds):.2f} s, "
         f"max {max(seconds):.2f} s over {len(seconds)} kills "

@@ -147,8 +147,9 @@ def celery_row(max_steps: int, workers: int, runs: int, trials: int) -> Row:
         pg.reset()
         pg.redis_flush()
         log_dir = Path(tempfile.mkdtemp(prefix="agentdesk-bench-celery-"))
-        procs = start_celery_workers(workers, env, log_dir)
+        procs: list[subprocess.Popen] = []
         try:
+            procs = start_celery_workers(workers, env, log_dir)
             # One client per worker, each with one run in flight at a time.
             trial = measure(
                 mode="dispatch",
@@ -162,6 +163,7 @@ def celery_row(max_steps: int, workers: int, runs: int, trials: int) -> Row:
             )
         finally:
             stop_processes(procs)
+            shutil.rmtree(log_dir, ignore_errors=True)
         trial.extra["busy_before"] = busy_before
         row.trials.append(trial)
         row.failures += check_refunds(trial, max_steps, f"run-{max_steps}", runs)

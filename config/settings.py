@@ -12,13 +12,38 @@ from urllib.parse import urlsplit
 import dj_database_url
 
 from config.env import env_bool, env_float, env_int, env_json, env_list, env_str
+from config.security import DEV_SECRET_KEY, DEV_WEBHOOK_SECRET, refuse_insecure_production
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-SECRET_KEY = env_str("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me")
+# --- Security ---------------------------------------------------------------
 DEBUG = env_bool("DJANGO_DEBUG", False)
+SECRET_KEY = env_str("DJANGO_SECRET_KEY", DEV_SECRET_KEY)
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+# Production (DEBUG off) speaks HTTPS only: the redirect, secure cookies and
+# HSTS. AGENTDESK_PLAIN_HTTP turns all three off (a trial on localhost, the
+# test suite); `check --deploy` then says so.
+AGENTDESK_PLAIN_HTTP = env_bool("AGENTDESK_PLAIN_HTTP", DEBUG)
+_HTTPS = not AGENTDESK_PLAIN_HTTP
+# Behind a proxy that terminates TLS, Django sees plain HTTP; the proxy's
+# X-Forwarded-Proto says what the browser used. Only with a proxy that always
+# sets (or strips) that header: anyone else could claim https with it.
+AGENTDESK_TLS_PROXY = env_bool("AGENTDESK_TLS_PROXY", False)
+if AGENTDESK_TLS_PROXY:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = _HTTPS
+# Machine callers inside the deployment (the helpdesk's signed webhook, the
+# messages API, Prometheus) call web directly: a redirect would lose a POST's
+# body, and their credential has been sent by the time it could be refused.
+SECURE_REDIRECT_EXEMPT = [r"^api/", r"^metrics$"]
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = _HTTPS
+SECURE_HSTS_SECONDS = env_int("AGENTDESK_HSTS_SECONDS", 31_536_000) if _HTTPS else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("AGENTDESK_HSTS_INCLUDE_SUBDOMAINS", True)
+# Preload asks browsers to hard-code HTTPS for the domain, a decision for its
+# owner (hstspreload.org), not a default; security.W021 says it is off.
+SECURE_HSTS_PRELOAD = env_bool("AGENTDESK_HSTS_PRELOAD", False)
+SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD else ["security.W021"]
 
 INSTALLED_APPS = [
     "daphne",
@@ -225,7 +250,7 @@ STRIPE_API_BASE = env_str("STRIPE_API_BASE", SANDBOX_URL)
 HELPDESK_URL = env_str("HELPDESK_URL", SANDBOX_URL)
 AGENTDESK_HTTP_TIMEOUT_S = env_float("AGENTDESK_HTTP_TIMEOUT_S", 15.0)
 
-AGENTDESK_WEBHOOK_SECRET = env_str("AGENTDESK_WEBHOOK_SECRET", "whsec_dev_only")
+AGENTDESK_WEBHOOK_SECRET = env_str("AGENTDESK_WEBHOOK_SECRET", DEV_WEBHOOK_SECRET)
 AGENTDESK_WEBHOOK_TOLERANCE_S = env_int("AGENTDESK_WEBHOOK_TOLERANCE_S", 300)
 # The service token: it may only post messages (POST /api/v1/messages and
 # the legacy /api/sessions/<key>/messages); people use their own tokens.
@@ -349,12 +374,19 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 # Traces go over OTLP/HTTP when this (a collector's base URL) or the standard
 # OTEL_EXPORTER_OTLP_ENDPOINT is set; otherwise tracing is off.
 AGENTDESK_OTLP_ENDPOINT = env_str("AGENTDESK_OTLP_ENDPOINT", "")
-# /metrics wants `Authorization: Bearer <token>` when set; open when empty.
+# /metrics wants `Authorization: Bearer <token>` when set; open when empty,
+# which production allows only when told the network keeps it private.
 AGENTDESK_METRICS_TOKEN = env_str("AGENTDESK_METRICS_TOKEN", "")
+AGENTDESK_METRICS_OPEN = env_bool("AGENTDESK_METRICS_OPEN", False)
 # "json": one JSON object per line, with session_key / turn / step during a
-# step. Celery then keeps this logging setup instead of installing its own.
+# step; "console": one readable line, for a person (make run). Celery keeps
+# this logging setup for both instead of installing its own.
 AGENTDESK_LOG_FORMAT = env_str("AGENTDESK_LOG_FORMAT", "plain")
-CELERY_WORKER_HIJACK_ROOT_LOGGER = AGENTDESK_LOG_FORMAT != "json"
+CELERY_WORKER_HIJACK_ROOT_LOGGER = AGENTDESK_LOG_FORMAT == "plain"
+# Also every line as JSON to this file, housekeeping included (make run:
+# .data/logs/<process>.jsonl).
+AGENTDESK_LOG_FILE = env_str("AGENTDESK_LOG_FILE", "")
+LOG_LEVEL = env_str("LOG_LEVEL", "INFO")
 
 LOGGING = {
     "version": 1,
@@ -362,19 +394,67 @@ LOGGING = {
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
         "json": {"()": "agents.observability.logs.JsonFormatter"},
+        "console": {"()": "agents.observability.logs.ConsoleFormatter"},
+    },
+    "filters": {
+        # Routine lines of periodic work and of every task are DEBUG
+        # (agents/observability/logs.py): not on the console at INFO.
+        "console_housekeeping": {
+            "()": "agents.observability.logs.Housekeeping",
+            "level": LOG_LEVEL,
+        },
+        "file_housekeeping": {"()": "agents.observability.logs.Housekeeping"},
     },
     "handlers": {
         "console": {
             "class": "logging.StreamHandler",
-            "formatter": "json" if AGENTDESK_LOG_FORMAT == "json" else "plain",
-        }
+            "formatter": AGENTDESK_LOG_FORMAT
+            if AGENTDESK_LOG_FORMAT in ("json", "console")
+            else "plain",
+            "filters": ["console_housekeeping"],
+        },
+        **(
+            {
+                "file": {
+                    "class": "logging.FileHandler",
+                    "filename": AGENTDESK_LOG_FILE,
+                    "formatter": "json",
+                    "filters": ["file_housekeeping"],
+                    "delay": True,  # no empty file for a process that logs nothing
+                }
+            }
+            if AGENTDESK_LOG_FILE
+            else {}
+        ),
     },
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "root": {
+        "handlers": ["console", "file"] if AGENTDESK_LOG_FILE else ["console"],
+        "level": LOG_LEVEL,
+    },
     "loggers": {
         "httpx": {"level": "WARNING"},
         "httpx2": {"level": "WARNING"},
         "stripe": {"level": "WARNING"},
         # The MCP SDK logs the end of every stream (a normal session end) at INFO.
         "mcp": {"level": "WARNING"},
+        # For a person, start-up chatter is noise (the endpoint, a broker's
+        # neighbours): warnings only.
+        **(
+            {"daphne": {"level": "WARNING"}, "celery.worker.consumer": {"level": "WARNING"}}
+            if AGENTDESK_LOG_FORMAT == "console"
+            else {}
+        ),
     },
 }
+
+# Last, once every value above is read: production refuses to start on a
+# development secret (ImproperlyConfigured while this module is imported, so
+# Daphne, Celery and every manage.py command stop alike; a system check would
+# stop manage.py only).
+if not DEBUG:
+    refuse_insecure_production(
+        secret_key=SECRET_KEY,
+        webhook_secret=AGENTDESK_WEBHOOK_SECRET,
+        metrics_token=AGENTDESK_METRICS_TOKEN,
+        metrics_open=AGENTDESK_METRICS_OPEN,
+    )

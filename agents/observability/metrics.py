@@ -6,6 +6,9 @@ PROMETHEUS_MULTIPROC_DIR set (scripts/run.py and the test fixtures set it;
 it must be in the environment before prometheus_client is imported) each
 process writes its values to memory-mapped files there and `/metrics` sums
 them. Without it, each process keeps its own (fine for a single process).
+In docker-compose.yml web and the workers are separate containers sharing
+one such directory (a volume); every container's first process is pid 1, so
+a file is named by host name and pid, not by pid alone.
 
 Gauges about durable state (pending approvals, in-doubt calls, sessions by
 status, the Celery queue) are not counted anywhere: `StateCollector`
@@ -16,6 +19,7 @@ are right even after a crash or a restart.
 from __future__ import annotations
 
 import os
+import socket
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -27,9 +31,22 @@ from prometheus_client import (
     Counter,
     Histogram,
     generate_latest,
+    values,
 )
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+
+def _host_and_pid() -> str:
+    return f"{_HOST}-{os.getpid()}"
+
+
+_HOST = socket.gethostname()
+if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    # Before any metric below exists: each takes the value class when made.
+    # Distinct across containers on one volume (a container's host name is
+    # its own); a fork gets a new pid, hence a file of its own, as before.
+    values.ValueClass = values.MultiProcessValue(_host_and_pid)
 
 # Latency buckets from 1 ms (a fast tool) to 2 min (a slow model reply).
 _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)

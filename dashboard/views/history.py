@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
@@ -68,23 +68,34 @@ def history(request: HttpRequest, session_id: int) -> HttpResponse:
 @never_cache
 @desk_view(HISTORY)
 def history_export(request: HttpRequest, session_id: int) -> StreamingHttpResponse:
-    """The whole history as one JSON document, streamed (a long session's log
-    need not fit in memory); never truncated."""
+    """The whole history as one JSON document, never truncated, streamed from
+    an async iterator: under ASGI Django sends it as it is made (a synchronous
+    iterator it would first collect in memory), so a session of any length
+    costs one chunk of rows at a time."""
     found = _session(request, session_id)
     kinds = _kinds(request)
-    response = StreamingHttpResponse(_export(found, kinds), content_type="application/json")
+    head = _head(found, kinds)  # here, synchronously: it reads session.runtime
+    response = StreamingHttpResponse(
+        _export(found.id, head, kinds), content_type="application/json"
+    )
     name = f"session-{found.id}-history.json"
     response["Content-Disposition"] = f'attachment; filename="{name}"'
     return response
+
+
+# Rows fetched per round trip (a server-side cursor), and about how many
+# characters are joined into one body message.
+ROWS = 2000
+CHUNK_CHARS = 64 * 1024
 
 
 def _dump(value: Any) -> str:
     return json.dumps(value, cls=DjangoJSONEncoder, ensure_ascii=False)
 
 
-def _export(session: Session, kinds: list[str]) -> Iterator[str]:
+def _head(session: Session, kinds: list[str]) -> dict[str, Any]:
     runtime = session.runtime
-    head = {
+    return {
         "id": session.id,
         "key": session.key,
         "title": session.title,
@@ -97,26 +108,47 @@ def _export(session: Session, kinds: list[str]) -> Iterator[str]:
         "cost_usd": cost_usd(runtime.input_tokens, runtime.output_tokens),
         "event_kinds": kinds or "all",
     }
-    yield '{"session": ' + _dump(head)
-    yield ', "turns": ' + _dump([_turn(t) for t in selectors.history_turns(session_id=session.id)])
-    calls = selectors.history_tool_calls(session_id=session.id)
-    yield ', "tool_calls": ' + _dump([_call(c) for c in calls])
-    approvals = selectors.history_approvals(session_id=session.id)
-    yield ', "approvals": ' + _dump([_approval(a) for a in approvals])
-    yield ', "events": ['
-    rows = selectors.history_events(session_id=session.id, kinds=kinds, limit=None)
-    for i, event in enumerate(rows.iterator(chunk_size=2000)):
-        body = {
-            "seq": event.seq,
-            "at": event.created_at,
-            "kind": event.kind,
-            "turn_id": event.turn_id,
-            "actor": event.actor,
-            "summary": event_summary(event.kind, event.data),
-            "data": event.data,
-        }
-        yield ("," if i else "") + _dump(body)
-    yield "]}\n"
+
+
+async def _export(session_id: int, head: dict[str, Any], kinds: list[str]) -> AsyncIterator[str]:
+    sections = (
+        ("turns", selectors.history_turn_rows(session_id=session_id), _turn),
+        ("tool_calls", selectors.history_tool_call_rows(session_id=session_id), _call),
+        ("approvals", selectors.history_approval_rows(session_id=session_id), _approval),
+        (
+            "events",
+            selectors.history_events(session_id=session_id, kinds=kinds, limit=None),
+            _event,
+        ),
+    )
+    parts = ['{"session": ' + _dump(head)]
+    size = 0
+    for name, rows, shape in sections:
+        parts.append(f', "{name}": [')
+        first = True
+        async for row in rows.aiterator(chunk_size=ROWS):
+            piece = ("" if first else ",") + _dump(shape(row))
+            first = False
+            parts.append(piece)
+            size += len(piece)
+            if size >= CHUNK_CHARS:
+                yield "".join(parts)
+                parts, size = [], 0
+        parts.append("]")
+    parts.append("}\n")
+    yield "".join(parts)
+
+
+def _event(event) -> dict[str, Any]:
+    return {
+        "seq": event.seq,
+        "at": event.created_at,
+        "kind": event.kind,
+        "turn_id": event.turn_id,
+        "actor": event.actor,
+        "summary": event_summary(event.kind, event.data),
+        "data": event.data,
+    }
 
 
 def _turn(turn) -> dict[str, Any]:

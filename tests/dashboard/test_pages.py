@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -146,7 +147,7 @@ def test_history_filters_by_kind_and_exports_everything_as_json(client, carol):
     assert [e.seq for e in everything.context["events"]] == [1, 2, 3, 4, 5]
     assert [e.kind for e in approvals_only.context["events"]] == ["approval.requested"]
     assert export["Content-Disposition"].startswith("attachment")
-    document = json.loads(b"".join(export.streaming_content))
+    document = json.loads(b"".join(async_to_sync(_collect)(export)))  # an async stream
     assert [e["seq"] for e in document["events"]] == [1, 2, 3, 4, 5]
     assert document["approvals"][0]["arguments"] == call.input
     assert document["tool_calls"][0]["idempotency_key"] == call.idempotency_key
@@ -164,3 +165,7 @@ def test_a_long_session_shows_its_latest_turns_and_all_on_request(client, alice)
     assert [tv.turn.number for tv in latest.context["view"].turns] == list(range(3, 23))
     assert "2 earlier turns not shown" in latest.content.decode()
     assert len(every.context["view"].turns) == len(turns)
+
+
+async def _collect(response) -> list[bytes]:
+    return [chunk async for chunk in response.streaming_content]
