@@ -90,6 +90,8 @@ def _check_decidable(approval: Approval, user: AbstractBaseUser, expected_hash: 
 def _approve(approval: Approval, call: ToolCall, edited: dict[str, Any] | None) -> None:
     if edited is not None and arguments_hash(edited) != approval.arguments_hash:
         tool = get_profile(approval.session.profile).tool(call.name)
+        if tool is not None:  # the approver's edit is held to the model's rules
+            edited = tool.normalize(edited)
         problem = tool.validate(edited) if tool else "the tool is no longer offered"
         if problem:
             raise Invalid(f"edited arguments do not fit the tool: {problem}")
