@@ -9,9 +9,9 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
+from dashboard.origin import SameOriginValidator  # noqa: E402
 from dashboard.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
@@ -20,10 +20,9 @@ application = ProtocolTypeRouter(
         # /static/ itself (the desk's CSS and JS, a few files) so that the CSP's
         # script-src 'self' holds without a separate file server.
         "http": ASGIStaticFilesHandler(django_asgi_app),
-        # Origin checked against ALLOWED_HOSTS (no cross-site WebSocket
-        # hijacking), then the session cookie; consumers check permissions.
-        "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
-        ),
+        # Origin must be the desk's own scheme, host and port (no cross-site
+        # or cross-port WebSocket hijacking: dashboard/origin.py), then the
+        # session cookie; consumers check permissions.
+        "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
