@@ -5,6 +5,7 @@ Every knob is an environment variable with a default that works for
 before anything imports this module).
 """
 
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -29,6 +30,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "django_htmx",
+    "axes",
     "agents",
     "approvals",
     "capabilities",
@@ -45,6 +47,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "dashboard.middleware.ContentSecurityPolicyMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into its page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -248,8 +252,29 @@ AGENTDESK_RETENTION_ARCHIVE = env_bool("AGENTDESK_RETENTION_ARCHIVE", True)
 
 # --- Auth, static, i18n ---------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Login throttling (django-axes, dashboard/auth.py): failures are counted per
+# user name and, separately, per client address; either reaching the limit
+# locks logins for it (also with the right password) until the cool-off has
+# passed since the last failure. A lockout is a 429 page with Retry-After, a
+# row in the admin (Axes > Access attempts: delete it to lift the lockout), a
+# `login.locked_out` audit row and agentdesk_login_lockouts in /metrics.
+# Behind a proxy, run Daphne with --proxy-headers so the client address is
+# the caller's, not the proxy's.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("AGENTDESK_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(seconds=env_float("AGENTDESK_LOGIN_COOLOFF_S", 900.0))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_ENABLE_ACCESS_FAILURE_LOG = True
+AXES_LOCKOUT_CALLABLE = "dashboard.auth.locked_out"
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard:sessions"
 LOGOUT_REDIRECT_URL = "login"

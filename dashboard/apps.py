@@ -3,3 +3,8 @@ from django.apps import AppConfig
 
 class DashboardConfig(AppConfig):
     name = "dashboard"
+
+    def ready(self) -> None:
+        from dashboard import auth
+
+        auth.connect()
