@@ -275,6 +275,11 @@ AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
 AXES_RESET_ON_SUCCESS = True
 AXES_ENABLE_ACCESS_FAILURE_LOG = True
 AXES_LOCKOUT_CALLABLE = "dashboard.auth.locked_out"
+# An open WebSocket closes when its user logs out, changes password, loses a
+# role or is deactivated (pushed at once: dashboard/revocation.py); before a
+# push it also re-reads the login from the database when its last check is
+# older than this, so a lost revocation leaves it open this long at most.
+AGENTDESK_WS_RECHECK_S = env_float("AGENTDESK_WS_RECHECK_S", 2.0)
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard:sessions"
 LOGOUT_REDIRECT_URL = "login"
@@ -321,5 +326,7 @@ LOGGING = {
         "stripe": {"level": "WARNING"},
         # The MCP SDK logs the end of every stream (a normal session end) at INFO.
         "mcp": {"level": "WARNING"},
+        # django-axes logs every login at INFO; failures and lockouts are WARNING.
+        "axes": {"level": "WARNING"},
     },
 }

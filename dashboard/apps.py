@@ -5,6 +5,7 @@ class DashboardConfig(AppConfig):
     name = "dashboard"
 
     def ready(self) -> None:
-        from dashboard import auth
+        from dashboard import auth, revocation
 
         auth.connect()
+        revocation.connect()

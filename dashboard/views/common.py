@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -27,9 +28,33 @@ def desk_view(permission: str) -> Callable:
                 raise PermissionDenied(f"needs {permission}")
             return view(request, *args, **kwargs)
 
-        return login_required(checked)
+        logged_in = login_required(checked)
+
+        @wraps(view)
+        def entry(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if not request.user.is_authenticated and request.htmx:
+                return _to_login(request)
+            return logged_in(request, *args, **kwargs)
+
+        return entry
 
     return decorate
+
+
+def _to_login(request: HttpRequest) -> HttpResponse:
+    """An htmx request from a tab whose login ended (logged out elsewhere,
+    password changed): the whole tab goes to the login page, back to the page
+    it showed afterwards. A plain redirect would be followed inside the XHR
+    and the login form swapped into a card. Nothing was done."""
+    from django.contrib.auth.views import redirect_to_login
+
+    current = request.headers.get("HX-Current-URL", "")
+    page = urlsplit(current).path if current else request.path
+    if not url_has_allowed_host_and_scheme(page, allowed_hosts=None):
+        page = "/"
+    response = HttpResponse("Your session has ended; log in again.", status=401)
+    response["HX-Redirect"] = redirect_to_login(page).url
+    return response
 
 
 def as_service_error(exc: Exception) -> ServiceError:

@@ -50,8 +50,10 @@
         }
         handlers.message(message, send);
       });
-      ws.addEventListener("close", () => {
-        show("closed", "reconnecting…");
+      ws.addEventListener("close", (e) => {
+        // 4401: the login behind this tab ended (logged out elsewhere, password
+        // changed, role removed). Reconnecting works only if it still holds.
+        show("closed", e.code === 4401 ? "signed out — log in again" : "reconnecting…");
         setTimeout(open, delay);
         delay = Math.min(delay * 2, 10000);
       });
