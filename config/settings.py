@@ -44,6 +44,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "dashboard.inputs.RefuseNulMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "dashboard.middleware.ContentSecurityPolicyMiddleware",
@@ -94,6 +95,21 @@ CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
         "CONFIG": {"hosts": [REDIS_URL], "prefix": f"agentdesk.db{_REDIS_DB}."},
+    }
+}
+
+# Django's cache, shared by every web process through Redis: the per-user
+# rate limits (dashboard/views/common.py) count there. The key prefix names
+# the database, so stacks sharing a Redis db never count each other's users.
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": f"agentdesk.{DATABASES['default'].get('NAME', '')}",
+        "TIMEOUT": 300,
+        # A Redis outage must not take the desk down with it: limits fail
+        # open (RATELIMIT_FAIL_OPEN) and a cache read gives up quickly.
+        "OPTIONS": {"socket_timeout": 1, "socket_connect_timeout": 1},
     }
 }
 
@@ -275,6 +291,11 @@ AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
 AXES_RESET_ON_SUCCESS = True
 AXES_ENABLE_ACCESS_FAILURE_LOG = True
 AXES_LOCKOUT_CALLABLE = "dashboard.auth.locked_out"
+# Per-user rate limits on the desk's writes (django-ratelimit, counted in the
+# Redis cache; "N/s", "N/m", "N/h"). Over the limit: 429 with Retry-After.
+AGENTDESK_DECISION_RATE = env_str("AGENTDESK_DECISION_RATE", "30/m")
+AGENTDESK_POST_RATE = env_str("AGENTDESK_POST_RATE", "20/m")
+RATELIMIT_FAIL_OPEN = True  # Redis away: decisions still work (they are audited anyway)
 # An open WebSocket closes when its user logs out, changes password, loses a
 # role or is deactivated (pushed at once: dashboard/revocation.py); before a
 # push it also re-reads the login from the database when its last check is

@@ -23,7 +23,7 @@ from django.conf import settings
 
 from agents.events import DESK_GROUP, session_group
 from agents.runtime import live
-from dashboard import fanout, pushes, revocation
+from dashboard import fanout, frames, pushes, revocation
 
 log = logging.getLogger(__name__)
 REPLAY_BATCH = 500
@@ -123,11 +123,41 @@ class FollowingConsumer(AsyncJsonWebsocketConsumer):
                 await self.close(code=1011)
                 return
 
-    async def receive_json(self, content: Any, **kwargs: Any) -> None:
-        if isinstance(content, dict) and self.following:
-            async with self.one_at_a_time:
-                if await self.allowed():
-                    await self.on_client(content)
+    actions: dict[str, dict[str, Any]] = frames.DESK_ACTIONS
+    bucket: frames.Bucket | None = None
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kw):
+        """Every client frame is paced, sized and checked before it is parsed
+        or acted on (dashboard/frames.py); a bad one gets an error frame."""
+        if not self.following or self.revoked:
+            return
+        if self.bucket is None:
+            self.bucket = frames.Bucket()
+        if not self.bucket.take():
+            await self.refuse("too many frames: this socket is closed", code=1008)
+            return
+        if text_data is None:
+            await self.send_error("binary frames are not accepted")
+            return
+        if len(text_data) > frames.MAX_FRAME_CHARS:
+            await self.refuse(f"frame over {frames.MAX_FRAME_CHARS} characters", code=1009)
+            return
+        content, problem = frames.parse(text_data, self.actions)
+        if content is None:
+            await self.send_error(problem)
+            return
+        async with self.one_at_a_time:
+            if await self.allowed():
+                await self.on_client(content)
+
+    async def send_error(self, problem: str) -> None:
+        await self.send_json({"type": "error", "error": problem})
+
+    async def refuse(self, problem: str, *, code: int) -> None:
+        """Close this socket for abuse: no more frames are read or sent."""
+        self.revoked = True
+        await self.send_error(problem)
+        await self.close(code=code)
 
     async def on_client(self, content: dict[str, Any]) -> None:
         pass
@@ -137,6 +167,7 @@ class SessionConsumer(FollowingConsumer):
     """`ws/sessions/<id>/`: the client sends {"type": "hello", "after": seq}."""
 
     last_seq: int | None = None  # None until hello: nothing is sent before
+    actions = frames.SESSION_ACTIONS
 
     async def connect(self) -> None:
         self.session_id = int(self.scope["url_route"]["kwargs"]["session_id"])
@@ -156,8 +187,7 @@ class SessionConsumer(FollowingConsumer):
     async def on_client(self, content: dict[str, Any]) -> None:
         kind = content.get("type")
         if kind == "hello":
-            after = content.get("after", 0)
-            self.last_seq = after if isinstance(after, int) and after >= 0 else 0
+            self.last_seq = content.get("after", 0)  # checked by frames.parse
             await self.catch_up()
             await self.send_stream()
         elif kind == "sync" and self.last_seq is not None:
@@ -265,6 +295,7 @@ class ApprovalsConsumer(FollowingConsumer):
 
     shown: set[int] | None = None
     permission = pushes.DECIDE
+    actions = frames.APPROVALS_ACTIONS
 
     async def connect(self) -> None:
         self.user = self.scope["user"]
@@ -277,8 +308,7 @@ class ApprovalsConsumer(FollowingConsumer):
 
     async def on_client(self, content: dict[str, Any]) -> None:
         if content.get("type") == "hello":
-            ids = content.get("shown") or []
-            self.shown = {i for i in ids[:1000] if isinstance(i, int)}
+            self.shown = set(content.get("shown") or [])  # checked by frames.parse
             await self.reconcile()
         elif content.get("type") == "sync" and self.shown is not None:
             await self.reconcile()

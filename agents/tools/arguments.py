@@ -15,7 +15,8 @@ engine stores them as the call's input, and the approval's hash is over them):
   one), and an integer outside ±(2**53 - 1), which a JSON number cannot carry
   exactly to the other side;
 - nesting deeper than MAX_DEPTH is refused before the schema validator, which
-  recurses, sees it.
+  recurses, sees it;
+- text with a NUL character, which PostgreSQL cannot store.
 
 Refused means `problems()` names the first reason; Tool.validate returns it
 and the call fails with an error tool_result, so nothing runs.
@@ -73,7 +74,10 @@ def problems(schema: Any, value: Any, path: str = "", depth: int = 0) -> str | N
     if depth > MAX_DEPTH:
         return f"{where}: nested more than {MAX_DEPTH} levels deep"
     types = _types(schema)
-    if isinstance(value, float):
+    if isinstance(value, str):
+        if "\x00" in value:  # PostgreSQL text and jsonb cannot hold it
+            return f"{where}: text contains a NUL character"
+    elif isinstance(value, float):
         if not math.isfinite(value):
             return f"{where}: {value!r} is not a number JSON can carry"
         if "integer" in types and "number" not in types:
@@ -85,6 +89,8 @@ def problems(schema: Any, value: Any, path: str = "", depth: int = 0) -> str | N
         properties = schema.get("properties", {}) if isinstance(schema, dict) else {}
         extra = schema.get("additionalProperties") if isinstance(schema, dict) else None
         for key, item in value.items():
+            if "\x00" in key:
+                return f"{where}: a key contains a NUL character"
             sub = properties.get(key, extra if isinstance(extra, dict) else None)
             if problem := problems(sub, item, f"{path}/{key}" if path else str(key), depth + 1):
                 return problem

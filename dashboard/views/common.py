@@ -41,6 +41,35 @@ def desk_view(permission: str) -> Callable:
     return decorate
 
 
+def rate_limited(group: str, setting: str) -> Callable:
+    """At most settings.<setting> (e.g. "30/m") POSTs per user to views of
+    `group`, counted in the shared Redis cache (django-ratelimit's fixed
+    windows); over it, 429 with Retry-After and nothing done. Goes inside
+    desk_view: only a logged-in user with the permission is counted."""
+
+    def decorate(view: Callable) -> Callable:
+        @wraps(view)
+        def limited(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            from django.conf import settings
+            from django_ratelimit.core import get_usage
+
+            rate = getattr(settings, setting)
+            usage = get_usage(
+                request, group=group, key="user", rate=rate, method="POST", increment=True
+            )
+            if usage is not None and usage["should_limit"]:
+                retry = max(1, int(usage["time_left"]))
+                context = {"retry": retry, "rate": rate}
+                response = render(request, "429.html", context, status=429)
+                response["Retry-After"] = str(retry)
+                return response
+            return view(request, *args, **kwargs)
+
+        return limited
+
+    return decorate
+
+
 def _to_login(request: HttpRequest) -> HttpResponse:
     """An htmx request from a tab whose login ended (logged out elsewhere,
     password changed): the whole tab goes to the login page, back to the page
