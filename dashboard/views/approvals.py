@@ -81,6 +81,7 @@ def approval_decide(request: HttpRequest, approval_id: int) -> HttpResponse:
             reason=reason,
             edited_input=edited if decision == Approval.Decision.APPROVE else None,
             expected_hash=expected,
+            client_address=request.META.get("REMOTE_ADDR") or None,
         )
     except (ServiceError, IllegalTransition) as exc:
         fresh = _card_or_404(request, approval_id)
