@@ -11,6 +11,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
+from dashboard.middleware import StaticSecurityHeaders  # noqa: E402
 from dashboard.origin import SameOriginValidator  # noqa: E402
 from dashboard.routing import websocket_urlpatterns  # noqa: E402
 
@@ -19,7 +20,8 @@ application = ProtocolTypeRouter(
         # Daphne is the only web process (make run, docker-compose): it serves
         # /static/ itself (the desk's CSS and JS, a few files) so that the CSP's
         # script-src 'self' holds without a separate file server.
-        "http": ASGIStaticFilesHandler(django_asgi_app),
+        # Static responses get the pages' security headers (dashboard/middleware.py).
+        "http": StaticSecurityHeaders(ASGIStaticFilesHandler(django_asgi_app)),
         # Origin must be the desk's own scheme, host and port (no cross-site
         # or cross-port WebSocket hijacking: dashboard/origin.py), then the
         # session cookie; consumers check permissions.

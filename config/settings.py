@@ -306,6 +306,8 @@ LOGIN_REDIRECT_URL = "dashboard:sessions"
 LOGOUT_REDIRECT_URL = "login"
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False  # htmx reads it for the X-CSRFToken header
+# A forged request gets a page that says so, and an audit row (agents.AuditEntry).
+CSRF_FAILURE_VIEW = "dashboard.views.common.csrf_failure"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

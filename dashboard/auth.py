@@ -35,8 +35,18 @@ def on_login_failed(sender: Any, credentials: dict, request: HttpRequest | None 
     metrics.LOGIN_FAILURES.inc()
 
 
-def on_locked_out(sender: Any, request: HttpRequest | None = None, **kwargs: Any) -> None:
+def on_locked_out(
+    sender: Any, request: HttpRequest | None = None, username: str | None = None, **kwargs: Any
+) -> None:
+    from agents.audit import audit_record
+
     metrics.LOGIN_LOCKOUTS.inc()
+    audit_record(
+        kind="login.locked_out",
+        request=request,
+        actor=username or "",
+        detail={"ip_address": kwargs.get("ip_address")},
+    )
 
 
 def connect() -> None:

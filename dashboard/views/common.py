@@ -25,6 +25,7 @@ def desk_view(permission: str) -> Callable:
         @wraps(view)
         def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
             if not request.user.has_perm(permission):
+                _audit_refusal(request, "permission.refused", f"needs {permission}", kwargs)
                 raise PermissionDenied(f"needs {permission}")
             return view(request, *args, **kwargs)
 
@@ -70,6 +71,28 @@ def rate_limited(group: str, setting: str) -> Callable:
     return decorate
 
 
+def _audit_refusal(request: HttpRequest, kind: str, why: str, kwargs: dict[str, Any]) -> None:
+    """A refused attempt is an append-only audit row (agents.AuditEntry)."""
+    from agents.audit import audit_record
+
+    ids = {k: v for k, v in kwargs.items() if isinstance(v, int)}
+    audit_record(
+        kind=kind,
+        request=request,
+        session_id=ids.get("session_id"),
+        detail={"reason": why, "view": request.resolver_match.url_name, **ids},
+    )
+
+
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """CSRF_FAILURE_VIEW: a forged (or stale) request is refused, audited,
+    and told what to do; nothing was done."""
+    from agents.audit import audit_record
+
+    audit_record(kind="csrf.refused", request=request, detail={"reason": reason[:200]})
+    return render(request, "403_csrf.html", {"reason": reason}, status=403)
+
+
 def _to_login(request: HttpRequest) -> HttpResponse:
     """An htmx request from a tab whose login ended (logged out elsewhere,
     password changed): the whole tab goes to the login page, back to the page
@@ -104,6 +127,13 @@ def refused(
     """The service said no: the same partial, with the reason and the current
     state, and the service's status (409/403/400). Without htmx, a page."""
     error = as_service_error(exc)
+    if error.status == 403:  # e.g. approving one's own turn's side effect
+        kind = (
+            "decision.refused"
+            if "approval" in request.resolver_match.url_name
+            else "operation.refused"
+        )
+        _audit_refusal(request, kind, error.message, request.resolver_match.kwargs)
     context = {**context, "error": error.message, "current": error.current}
     if request.htmx:
         return render(request, partial, context, status=error.status)
