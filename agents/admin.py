@@ -9,7 +9,16 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from agents.models import FollowUp, Job, MemorySnapshot, Session, SessionArchive, ToolCall, Turn
+from agents.models import (
+    AuditEntry,
+    FollowUp,
+    Job,
+    MemorySnapshot,
+    Session,
+    SessionArchive,
+    ToolCall,
+    Turn,
+)
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -93,3 +102,12 @@ class SessionArchiveAdmin(OpsAdmin):
     search_fields = ("session__key",)
     list_select_related = ("session",)
     exclude = ("data",)
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(ReadOnlyAdmin):
+    """Refused attempts and lockouts (agents/audit.py); append-only in the database."""
+
+    list_display = ("created_at", "kind", "actor", "client_address", "method", "path")
+    list_filter = ("kind",)
+    search_fields = ("actor", "path")

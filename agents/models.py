@@ -390,6 +390,11 @@ class Event(models.Model):
     position = models.IntegerField(null=True, blank=True)
     role = models.CharField(max_length=10, blank=True, default="", db_default="")
     content = models.JSONField(null=True, blank=True)
+    # sha256(previous event's hash || this row's canonical text), set by the
+    # database (trigger agentdesk_event_chain, migration 0014) on insert; the
+    # session's chain is what `manage.py audit verify` checks (agents/audit.py).
+    # Last column: added after the hot path's columns, which it never writes.
+    hash = models.BinaryField(null=True, editable=False)
 
     class Meta:
         ordering = ["session_id", "seq"]
@@ -539,6 +544,31 @@ class SessionArchive(models.Model):
     raw_bytes = models.BigIntegerField()  # the JSON before compression
     data = models.BinaryField()  # gzip(JSON {"session", "messages", "events"})
     created_at = models.DateTimeField(auto_now_add=True)
+    # The hash of the event at upto_seq: the next live event chains from it.
+    last_hash = models.BinaryField(null=True, editable=False)
 
     def __str__(self) -> str:
         return f"archive of session {self.session_id} up to seq {self.upto_seq}"
+
+
+class AuditEntry(models.Model):
+    """A refused or security-relevant attempt that concerns no session's log:
+    a 403 on a decision or an operation, a forged (CSRF) request, a login
+    lockout. Append-only in the database (trigger, migration 0014); written
+    by agents/audit.py."""
+
+    kind = models.CharField(max_length=40)  # e.g. decision.refused, csrf.refused
+    actor = models.CharField(max_length=150, blank=True)  # username, or "" when anonymous
+    client_address = models.GenericIPAddressField(null=True, blank=True)
+    method = models.CharField(max_length=10, blank=True)
+    path = models.CharField(max_length=300, blank=True)
+    session_id = models.BigIntegerField(null=True, blank=True)  # when one is concerned
+    detail = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["kind", "created_at"], name="auditentry_kind_idx")]
+        verbose_name_plural = "audit entries"
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.kind} {self.actor}"

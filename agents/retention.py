@@ -31,6 +31,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from agents.models import Event, Message, Session, SessionArchive, SessionRuntime, Turn
@@ -150,11 +151,24 @@ def _archive(runtime: SessionRuntime, upto_position: int, upto_seq: int) -> int:
         .order_by("position")
         .values_list("position", "turn_id", "role", "content", "created_at")
     ]
+    # Each event keeps its chain hash and the canonical text it was computed
+    # from (the database's own, agentdesk_event_canonical), so `audit verify`
+    # proves the archived history as it does the live one (agents/audit.py).
     events = [
-        {"seq": s, "turn_id": t, "kind": k, "data": d, "actor": a, "at": at.isoformat()}
-        for s, t, k, d, a, at in Event.objects.filter(session_id=sid, seq__lte=upto_seq)
+        {
+            "seq": s,
+            "turn_id": t,
+            "kind": k,
+            "data": d,
+            "actor": a,
+            "at": at.isoformat(),
+            "hash": bytes(h).hex() if h is not None else None,
+            "canonical": c,
+        }
+        for s, t, k, d, a, at, h, c in Event.objects.filter(session_id=sid, seq__lte=upto_seq)
+        .annotate(canonical=RawSQL("agentdesk_event_canonical(agents_event)", ()))
         .order_by("seq")
-        .values_list("seq", "turn_id", "kind", "data", "actor", "created_at")
+        .values_list("seq", "turn_id", "kind", "data", "actor", "created_at", "hash", "canonical")
     ]
     if not messages and not events:
         return 0
@@ -169,6 +183,7 @@ def _archive(runtime: SessionRuntime, upto_position: int, upto_seq: int) -> int:
         events=len(events),
         raw_bytes=len(raw),
         data=packed,
+        last_hash=bytes.fromhex(events[-1]["hash"]) if events and events[-1]["hash"] else None,
     )
     return len(packed)
 
@@ -186,6 +201,9 @@ def _delete_batch(session_id: int, upto_seq: int, limit: int) -> tuple[int, int]
         SELECT count(*), count(position) FROM gone
     """
     with connection.cursor() as cursor:
+        # The one way past the append-only trigger (migration 0014), for this
+        # transaction only; the rows are in the archive, in this transaction.
+        cursor.execute("SET LOCAL agentdesk.allow_prune = on")
         cursor.execute(sql, [session_id, session_id, upto_seq, limit])
         n_events, n_rows = cursor.fetchone()
     return n_events, n_rows

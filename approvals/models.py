@@ -78,3 +78,36 @@ def arguments_hash(arguments: dict) -> str:
 
     canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class Decision(models.Model):
+    """One decision on an approval, as it was made: append-only in the
+    database (trigger, approvals migration 0002), kept when the approval,
+    its session or the deciding user goes (no foreign-key constraints to
+    cascade through). The approval row holds the current state; this is the
+    record of who did what, from where, and on which arguments."""
+
+    class Kind(models.TextChoices):
+        APPROVED = "approved"
+        DENIED = "denied"
+        EXPIRED = "expired"
+
+    approval_id = models.BigIntegerField()
+    session_id = models.BigIntegerField()
+    tool_call_id = models.BigIntegerField()
+    tool_name = models.CharField(max_length=128)
+    decision = models.CharField(max_length=12, choices=Kind.choices)
+    actor_id = models.BigIntegerField(null=True, blank=True)  # None: the system (expiry)
+    actor = models.CharField(max_length=150)  # the username at the time, or "system"
+    role = models.CharField(max_length=100, blank=True)  # the actor's desk roles at the time
+    client_address = models.GenericIPAddressField(null=True, blank=True)
+    arguments_before = models.JSONField()  # what the approver was shown
+    arguments_after = models.JSONField(null=True, blank=True)  # what runs, when edited
+    reason = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["approval_id"], name="decision_approval_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.tool_name} {self.decision} by {self.actor}"

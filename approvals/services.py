@@ -24,7 +24,7 @@ from agents.runtime import store
 from agents.services import resume_if_unblocked
 from agents.tools.registry import get_profile
 from agents.transitions import check_tool_move
-from approvals.models import Approval, arguments_hash
+from approvals.models import Approval, Decision, arguments_hash
 
 C = ToolCall.Status
 A = Approval.Status
@@ -38,6 +38,7 @@ def approval_decide(
     reason: str = "",
     edited_input: dict[str, Any] | None = None,
     expected_hash: str | None = None,
+    client_address: str | None = None,
 ) -> Approval:
     if not user.has_perm("approvals.decide_approval"):
         raise Forbidden("you may not decide approvals")
@@ -61,6 +62,7 @@ def approval_decide(
             _close_call(call, C.DENIED, f"Denied by {user.get_username()}: {reason.strip()}")
         approval.decided_by, approval.decided_at, approval.reason = user, now, reason.strip()
         approval.save()
+        _record_decision(approval, user, client_address)
         observe.approval_decided(approval, runtime.session.key)  # on commit
         who = user.get_username()
         data = {
@@ -74,6 +76,27 @@ def approval_decide(
         resume_if_unblocked(runtime, approval.turn_id, specs, who)
         events.append(runtime, specs)
     return approval
+
+
+def _record_decision(
+    approval: Approval, user: AbstractBaseUser | None, client_address: str | None
+) -> None:
+    """The append-only record of the decision, in its transaction."""
+    roles = ",".join(sorted(user.groups.values_list("name", flat=True))) if user else ""
+    Decision.objects.create(
+        approval_id=approval.id,
+        session_id=approval.session_id,
+        tool_call_id=approval.tool_call_id,
+        tool_name=approval.tool_name,
+        decision=approval.status,
+        actor_id=user.pk if user else None,
+        actor=user.get_username() if user else "system",
+        role=roles[:100],
+        client_address=client_address,
+        arguments_before=approval.arguments,
+        arguments_after=approval.edited_arguments,
+        reason=approval.reason,
+    )
 
 
 def _check_decidable(approval: Approval, user: AbstractBaseUser, expected_hash: str | None) -> None:
@@ -90,6 +113,8 @@ def _check_decidable(approval: Approval, user: AbstractBaseUser, expected_hash: 
 def _approve(approval: Approval, call: ToolCall, edited: dict[str, Any] | None) -> None:
     if edited is not None and arguments_hash(edited) != approval.arguments_hash:
         tool = get_profile(approval.session.profile).tool(call.name)
+        if tool is not None:  # the approver's edit is held to the model's rules
+            edited = tool.normalize(edited)
         problem = tool.validate(edited) if tool else "the tool is no longer offered"
         if problem:
             raise Invalid(f"edited arguments do not fit the tool: {problem}")
@@ -127,6 +152,7 @@ def approvals_expire(*, now=None) -> int:
                 continue
             approval.status, approval.decided_at = A.EXPIRED, timezone.now()
             approval.save(update_fields=["status", "decided_at"])
+            _record_decision(approval, None, None)
             observe.approval_decided(approval, runtime.session.key)  # on commit
             call = approval.tool_call
             _close_call(call, C.DENIED, "The approval for this action expired; it did not run.")

@@ -8,7 +8,7 @@ Method
   BENCH_DATABASE_URL / DATABASE_URL), migrated, dropped at the end; a Redis
   db of its own for the channel layer (BENCH_REDIS_URL, else db 15).
 - A real Daphne process serves config.asgi:application, the production
-  path: AllowedHostsOriginValidator, the session cookie, SessionConsumer
+  path: SameOriginValidator, the session cookie, SessionConsumer
   (permission check, replay by seq, shared rendering of the pushed
   fragments), channels_redis.
 - The viewers are WebSocket clients (autobahn, in a separate process, so

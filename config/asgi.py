@@ -9,16 +9,18 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from api.mcp import mcp_app  # noqa: E402
+from dashboard.middleware import StaticSecurityHeaders  # noqa: E402
+from dashboard.origin import SameOriginValidator  # noqa: E402
 from dashboard.routing import websocket_urlpatterns  # noqa: E402
 
 # Daphne is the only web process (make run, docker-compose): it serves
 # /static/ itself (the desk's CSS and JS, a few files) so that the CSP's
 # script-src 'self' holds without a separate file server.
-django_http = ASGIStaticFilesHandler(django_asgi_app)
+# Static responses get the pages' security headers (dashboard/middleware.py).
+django_http = StaticSecurityHeaders(ASGIStaticFilesHandler(django_asgi_app))
 
 
 async def http(scope, receive, send):
@@ -32,10 +34,9 @@ async def http(scope, receive, send):
 application = ProtocolTypeRouter(
     {
         "http": http,
-        # Origin checked against ALLOWED_HOSTS (no cross-site WebSocket
-        # hijacking), then the session cookie; consumers check permissions.
-        "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
-        ),
+        # Origin must be the desk's own scheme, host and port (no cross-site
+        # or cross-port WebSocket hijacking: dashboard/origin.py), then the
+        # session cookie; consumers check permissions.
+        "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

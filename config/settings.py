@@ -6,6 +6,7 @@ before anything imports this module).
 """
 
 import os
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -56,6 +57,7 @@ INSTALLED_APPS = [
     "channels",
     "django_htmx",
     "ninja",  # its Swagger UI assets, served from our static files (no CDN)
+    "axes",
     "agents",
     "approvals",
     "capabilities",
@@ -72,9 +74,12 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "dashboard.inputs.RefuseNulMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "dashboard.middleware.ContentSecurityPolicyMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into its page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -144,6 +149,21 @@ CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
         "CONFIG": {"hosts": [REDIS_URL], "prefix": f"agentdesk.db{_REDIS_DB}."},
+    }
+}
+
+# Django's cache, shared by every web process through Redis: the per-user
+# rate limits (dashboard/views/common.py) count there. The key prefix names
+# the database, so stacks sharing a Redis db never count each other's users.
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": f"agentdesk.{DATABASES['default'].get('NAME', '')}",
+        "TIMEOUT": 300,
+        # A Redis outage must not take the desk down with it: limits fail
+        # open (RATELIMIT_FAIL_OPEN) and a cache read gives up quickly.
+        "OPTIONS": {"socket_timeout": 1, "socket_connect_timeout": 1},
     }
 }
 
@@ -353,13 +373,46 @@ AGENTDESK_RETENTION_ARCHIVE = env_bool("AGENTDESK_RETENTION_ARCHIVE", True)
 
 # --- Auth, static, i18n ---------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Login throttling (django-axes, dashboard/auth.py): failures are counted per
+# user name and, separately, per client address; either reaching the limit
+# locks logins for it (also with the right password) until the cool-off has
+# passed since the last failure. A lockout is a 429 page with Retry-After, a
+# row in the admin (Axes > Access attempts: delete it to lift the lockout), a
+# `login.locked_out` audit row and agentdesk_login_lockouts in /metrics.
+# Behind a proxy, run Daphne with --proxy-headers so the client address is
+# the caller's, not the proxy's.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("AGENTDESK_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(seconds=env_float("AGENTDESK_LOGIN_COOLOFF_S", 900.0))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_ENABLE_ACCESS_FAILURE_LOG = True
+AXES_LOCKOUT_CALLABLE = "dashboard.auth.locked_out"
+# Per-user rate limits on the desk's writes (django-ratelimit, counted in the
+# Redis cache; "N/s", "N/m", "N/h"). Over the limit: 429 with Retry-After.
+AGENTDESK_DECISION_RATE = env_str("AGENTDESK_DECISION_RATE", "30/m")
+AGENTDESK_POST_RATE = env_str("AGENTDESK_POST_RATE", "20/m")
+RATELIMIT_FAIL_OPEN = True  # Redis away: decisions still work (they are audited anyway)
+# An open WebSocket closes when its user logs out, changes password, loses a
+# role or is deactivated (pushed at once: dashboard/revocation.py); before a
+# push it also re-reads the login from the database when its last check is
+# older than this, so a lost revocation leaves it open this long at most.
+AGENTDESK_WS_RECHECK_S = env_float("AGENTDESK_WS_RECHECK_S", 2.0)
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard:sessions"
 LOGOUT_REDIRECT_URL = "login"
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False  # htmx reads it for the X-CSRFToken header
+# A forged request gets a page that says so, and an audit row (agents.AuditEntry).
+CSRF_FAILURE_VIEW = "dashboard.views.common.csrf_failure"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -444,6 +497,8 @@ LOGGING = {
             if AGENTDESK_LOG_FORMAT == "console"
             else {}
         ),
+        # django-axes logs every login at INFO; failures and lockouts are WARNING.
+        "axes": {"level": "WARNING"},
     },
 }
 

@@ -20,3 +20,7 @@ use_local_defaults()
 from config.settings import *  # noqa: E402,F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+# Rate-limit counters live in Redis for a minute; user ids restart with each
+# new test database, so a run must not count the previous run's requests.
+CACHES["default"]["KEY_PREFIX"] += f".{os.getpid()}"  # noqa: F405

@@ -13,15 +13,17 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
 
 from agents.events import DESK_GROUP, session_group
 from agents.runtime import live
-from dashboard import fanout, pushes
+from dashboard import fanout, frames, pushes, revocation
 
 log = logging.getLogger(__name__)
 REPLAY_BATCH = 500
@@ -49,14 +51,51 @@ class FollowingConsumer(AsyncJsonWebsocketConsumer):
     a time, in arrival order, as a plain Channels consumer would."""
 
     following: tuple[str, ...] = ()
+    permission = pushes.VIEW  # what the socket shows needs; re-checked (see allowed())
+    session_id: int | None = None
+    revoked = False
+    checked_at = 0.0
 
     async def follow(self, *groups: str) -> None:
         self.one_at_a_time = asyncio.Lock()
         self.inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        # The user's own group: a logout or a lost role anywhere closes this
+        # socket (dashboard/revocation.py).
+        groups = (*groups, revocation.user_group(self.scope["user"].pk))
         for group in groups:
             await fanout.fanout().join(group, self.inbox)
         self.following = groups
+        self.checked_at = time.monotonic()  # connect() has just checked
         self.drainer = asyncio.create_task(self.drain())
+
+    async def allowed(self) -> bool:
+        """Whether the user may still see what this socket sends: re-read
+        from the database at most every AGENTDESK_WS_RECHECK_S, so a lost
+        revocation push leaves a socket open that long at most."""
+        if self.revoked:
+            return False
+        now = time.monotonic()
+        if now - self.checked_at < settings.AGENTDESK_WS_RECHECK_S:
+            return True
+        session_key = self.scope["session"].session_key if "session" in self.scope else None
+        user = await database_sync_to_async(_still_allowed)(
+            session_key, self.permission, self.session_id
+        )
+        if user is None:
+            await self.user_revoked({})
+            return False
+        self.checked_at, self.user = now, user
+        self.scope["user"] = user
+        if hasattr(self, "perms"):  # has_perm above filled the user's cache: no query
+            self.perms = pushes.perm_signature(user)
+        return True
+
+    async def user_revoked(self, message: dict[str, Any]) -> None:
+        """Logged out, password changed, role lost, deactivated: close, and
+        send nothing more (queued pushes are dropped)."""
+        if not self.revoked:
+            self.revoked = True
+            await self.close(code=revocation.CLOSE_SIGNED_OUT)
 
     async def disconnect(self, code: int) -> None:
         if self.following:
@@ -70,8 +109,13 @@ class FollowingConsumer(AsyncJsonWebsocketConsumer):
             handler = getattr(self, message["type"].replace(".", "_"), None)
             if handler is None:
                 continue
+            if message["type"] == revocation.REVOKED:
+                await handler(message)
+                return
             try:
                 async with self.one_at_a_time:
+                    if not await self.allowed():
+                        return
                     await handler(message)
             except Exception:
                 # The client reconnects and replays from its last seq.
@@ -79,10 +123,41 @@ class FollowingConsumer(AsyncJsonWebsocketConsumer):
                 await self.close(code=1011)
                 return
 
-    async def receive_json(self, content: Any, **kwargs: Any) -> None:
-        if isinstance(content, dict) and self.following:
-            async with self.one_at_a_time:
+    actions: dict[str, dict[str, Any]] = frames.DESK_ACTIONS
+    bucket: frames.Bucket | None = None
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kw):
+        """Every client frame is paced, sized and checked before it is parsed
+        or acted on (dashboard/frames.py); a bad one gets an error frame."""
+        if not self.following or self.revoked:
+            return
+        if self.bucket is None:
+            self.bucket = frames.Bucket()
+        if not self.bucket.take():
+            await self.refuse("too many frames: this socket is closed", code=1008)
+            return
+        if text_data is None:
+            await self.send_error("binary frames are not accepted")
+            return
+        if len(text_data) > frames.MAX_FRAME_CHARS:
+            await self.refuse(f"frame over {frames.MAX_FRAME_CHARS} characters", code=1009)
+            return
+        content, problem = frames.parse(text_data, self.actions)
+        if content is None:
+            await self.send_error(problem)
+            return
+        async with self.one_at_a_time:
+            if await self.allowed():
                 await self.on_client(content)
+
+    async def send_error(self, problem: str) -> None:
+        await self.send_json({"type": "error", "error": problem})
+
+    async def refuse(self, problem: str, *, code: int) -> None:
+        """Close this socket for abuse: no more frames are read or sent."""
+        self.revoked = True
+        await self.send_error(problem)
+        await self.close(code=code)
 
     async def on_client(self, content: dict[str, Any]) -> None:
         pass
@@ -92,6 +167,7 @@ class SessionConsumer(FollowingConsumer):
     """`ws/sessions/<id>/`: the client sends {"type": "hello", "after": seq}."""
 
     last_seq: int | None = None  # None until hello: nothing is sent before
+    actions = frames.SESSION_ACTIONS
 
     async def connect(self) -> None:
         self.session_id = int(self.scope["url_route"]["kwargs"]["session_id"])
@@ -111,8 +187,7 @@ class SessionConsumer(FollowingConsumer):
     async def on_client(self, content: dict[str, Any]) -> None:
         kind = content.get("type")
         if kind == "hello":
-            after = content.get("after", 0)
-            self.last_seq = after if isinstance(after, int) and after >= 0 else 0
+            self.last_seq = content.get("after", 0)  # checked by frames.parse
             await self.catch_up()
             await self.send_stream()
         elif kind == "sync" and self.last_seq is not None:
@@ -159,6 +234,15 @@ class SessionConsumer(FollowingConsumer):
         the client replaces what it has; deltas continue from its length)."""
         turn_id, text = await database_sync_to_async(_stream_snapshot)(self.session_id)
         await self.send_json({"type": "stream", "turn_id": turn_id, "text": text})
+
+
+def _still_allowed(session_key: str | None, permission: str, session_id: int | None) -> Any:
+    """The user, fresh from the database, when the socket's login still
+    holds and still grants `permission` (and the session); else None."""
+    user = revocation.signed_in_user(session_key)
+    if user is None or pushes.access_problem(user, permission, session_id):
+        return None
+    return user
 
 
 def _seq(event: dict[str, Any]) -> int:
@@ -210,6 +294,8 @@ class ApprovalsConsumer(FollowingConsumer):
     remove whenever any session changes, and on each "sync"."""
 
     shown: set[int] | None = None
+    permission = pushes.DECIDE
+    actions = frames.APPROVALS_ACTIONS
 
     async def connect(self) -> None:
         self.user = self.scope["user"]
@@ -222,8 +308,7 @@ class ApprovalsConsumer(FollowingConsumer):
 
     async def on_client(self, content: dict[str, Any]) -> None:
         if content.get("type") == "hello":
-            ids = content.get("shown") or []
-            self.shown = {i for i in ids[:1000] if isinstance(i, int)}
+            self.shown = set(content.get("shown") or [])  # checked by frames.parse
             await self.reconcile()
         elif content.get("type") == "sync" and self.shown is not None:
             await self.reconcile()

@@ -22,5 +22,7 @@ def check_edit(approval: Approval, edited: dict[str, Any]) -> EditCheck:
         tool = get_profile(approval.session.profile).tool(approval.tool_name)
     except LookupError:
         tool = None
+    if tool is not None:
+        edited = tool.normalize(edited)
     problem = tool.validate(edited) if tool else "the tool is no longer offered"
     return EditCheck(problem or "", arguments_diff(approval.arguments, edited))

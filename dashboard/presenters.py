@@ -26,7 +26,29 @@ def _codepoint(ch: str) -> str:
     return f"\\u{n:04x}" if n <= 0xFFFF else f"\\U{n:08x}"
 
 
+# Past this many characters a text shows its first part, says its full
+# length, and folds the rest into a <details> the reader opens: a browser
+# lays out a closed <details>' content only when it is opened, so a
+# 600,000-character ticket costs what 5,000 do (it took Chromium 70-90 s to
+# lay out unbroken, shown whole). Never silently cut: the rest is there.
+FOLD_CHARS = 5000
+
+
 def visible(text: Any, *, keep_newlines: bool = True) -> SafeString:
+    """`_visible(text)`, folded past FOLD_CHARS (see there)."""
+    text = "" if text is None else str(text)
+    if len(text) <= FOLD_CHARS:
+        return _visible(text, keep_newlines=keep_newlines)
+    head, rest = text[:FOLD_CHARS], text[FOLD_CHARS:]
+    summary = f"Show all {len(text):,} characters ({len(rest):,} more)"
+    return mark_safe(  # noqa: S308 (both parts escaped by _visible, the summary is ours)
+        f"{_visible(head, keep_newlines=keep_newlines)}"
+        f'<details class="fold" data-length="{len(text)}"><summary>{summary}</summary>'
+        f"{_visible(rest, keep_newlines=keep_newlines)}</details>"
+    )
+
+
+def _visible(text: str, *, keep_newlines: bool = True) -> SafeString:
     """Escape `text` and show every invisible character as its code point.
 
     An approver must see exactly what will run: a right-to-left override, a
@@ -36,7 +58,6 @@ def visible(text: Any, *, keep_newlines: bool = True) -> SafeString:
     U+0020); each becomes a marked `\\uXXXX`. Newlines and tabs stay as they
     are in free text (shown with white-space: pre-wrap).
     """
-    text = "" if text is None else str(text)
     plain = text.replace("\n", "").replace("\t", "") if keep_newlines else text
     if plain.isprintable():  # the common case, without a loop in Python
         return escape(text)

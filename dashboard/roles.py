@@ -4,7 +4,8 @@
 - approver: support's rights, plus deciding approvals
 - admin:    everything, plus history, exports and the Django admin, where it
             edits agent profiles and tool policies (every permission of the
-            capabilities app), and outbound webhooks (of the integrations app)
+            capabilities app), outbound webhooks (of the integrations app),
+            and lifts login lockouts (every permission of django-axes' app)
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ _PERMS = {
     ],
 }
 # Every permission of these apps (so a model added to them is covered too).
-_APPS = {ADMIN: ["capabilities", "integrations"]}
+_APPS = {ADMIN: ["capabilities", "integrations", "axes"]}
 
 
 def assign_role(user, role: str) -> None:

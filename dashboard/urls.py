@@ -1,39 +1,41 @@
-from django.urls import path
+from django.urls import path, register_converter
 
 from dashboard import views
+from dashboard.inputs import IdConverter
 from dashboard.views.budgets import session_raise_budget
 from dashboard.views.operations import operations
 
 app_name = "dashboard"
+register_converter(IdConverter, "id")  # ids that always fit a bigint (dashboard/inputs.py)
 
 urlpatterns = [
     path("", views.sessions, name="sessions"),
-    path("sessions/<int:session_id>/", views.session, name="session"),
-    path("sessions/<int:session_id>/messages", views.session_message, name="session_message"),
-    path("sessions/<int:session_id>/cancel", views.session_cancel, name="session_cancel"),
-    path("sessions/<int:session_id>/resume", views.session_resume, name="session_resume"),
+    path("sessions/<id:session_id>/", views.session, name="session"),
+    path("sessions/<id:session_id>/messages", views.session_message, name="session_message"),
+    path("sessions/<id:session_id>/cancel", views.session_cancel, name="session_cancel"),
+    path("sessions/<id:session_id>/resume", views.session_resume, name="session_resume"),
     path(
-        "sessions/<int:session_id>/calls/<int:call_id>/resolve",
+        "sessions/<id:session_id>/calls/<id:call_id>/resolve",
         views.toolcall_resolve,
         name="toolcall_resolve",
     ),
-    path("sessions/<int:session_id>/history", views.history, name="history"),
-    path("sessions/<int:session_id>/history.json", views.history_export, name="history_export"),
+    path("sessions/<id:session_id>/history", views.history, name="history"),
+    path("sessions/<id:session_id>/history.json", views.history_export, name="history_export"),
     path(
-        "sessions/<int:session_id>/followups/cancel",
+        "sessions/<id:session_id>/followups/cancel",
         views.followup_cancel,
         name="followup_cancel",
     ),
-    path("sessions/<int:session_id>/retriage", views.customer_retriage, name="customer_retriage"),
-    path("sessions/<int:session_id>/fork", views.session_fork, name="session_fork"),
-    path("sessions/<int:session_id>/budget", session_raise_budget, name="session_raise_budget"),
+    path("sessions/<id:session_id>/retriage", views.customer_retriage, name="customer_retriage"),
+    path("sessions/<id:session_id>/fork", views.session_fork, name="session_fork"),
+    path("sessions/<id:session_id>/budget", session_raise_budget, name="session_raise_budget"),
     path("jobs/", views.jobs_page, name="jobs"),
-    path("jobs/<int:job_id>/retry", views.job_retry, name="job_retry"),
+    path("jobs/<id:job_id>/retry", views.job_retry, name="job_retry"),
     path("ops/", operations, name="operations"),
     path("approvals/", views.approvals, name="approvals"),
-    path("approvals/<int:approval_id>/", views.approval_card, name="approval"),
-    path("approvals/<int:approval_id>/decide", views.approval_decide, name="approval_decide"),
-    path("approvals/<int:approval_id>/check", views.approval_check, name="approval_check"),
+    path("approvals/<id:approval_id>/", views.approval_card, name="approval"),
+    path("approvals/<id:approval_id>/decide", views.approval_decide, name="approval_decide"),
+    path("approvals/<id:approval_id>/check", views.approval_check, name="approval_check"),
 ]
 
 # POST routes and the permission each needs (tests/dashboard walk this list).

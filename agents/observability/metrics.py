@@ -96,6 +96,14 @@ IN_DOUBT = Counter(
     "agentdesk_in_doubt",
     "Tool calls marked in doubt (outcome unknown, handed to a human)",
 )
+LOGIN_FAILURES = Counter(
+    "agentdesk_login_failures",
+    "Failed log-ins (wrong user name or password, or refused while locked out)",
+)
+LOGIN_LOCKOUTS = Counter(
+    "agentdesk_login_lockouts",
+    "Log-in lockouts: a user name or client address reached AXES_FAILURE_LIMIT",
+)
 APPROVAL_SECONDS = Histogram(
     "agentdesk_approval_decision_seconds",
     "Time from an approval request to its decision, by decision",

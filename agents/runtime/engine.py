@@ -368,7 +368,7 @@ def _triage_calls(
                 f"Error: no tool named {name!r} in profile {profile.name}; available: {offered}"
             )
             refusals.append(_refusal(block, profile, "not in profile"))
-        elif problem := tool.validate(arguments):
+        elif problem := tool.validate(arguments := tool.normalize(arguments)):
             status, output = S.FAILED, f"Error: input does not match the schema: {problem}"
         elif over := profile.over_budget(name, earlier):
             status, output = S.FAILED, f"Error: refused by policy ({over})"

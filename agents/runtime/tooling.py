@@ -36,6 +36,7 @@ from agents.tools.base import (
     ToolError,
     Waiting,
 )
+from agents.tools.sanitize import clean  # error text reaches the model and the event log
 
 log = logging.getLogger(__name__)
 S = ToolCall.Status
@@ -62,22 +63,24 @@ def execute(tool: Tool, ctx: ToolContext, arguments: dict[str, Any]) -> Outcome:
             continue
         except OutcomeUnknown as exc:
             if tool.kind == Kind.NOT_IDEMPOTENT:
-                return Outcome(S.IN_DOUBT, f"Outcome unknown, not retried (not idempotent): {exc}")
+                return Outcome(
+                    S.IN_DOUBT, clean(f"Outcome unknown, not retried (not idempotent): {exc}")
+                )
             last = exc
             continue
         except ToolError as exc:
-            return Outcome(S.FAILED, f"Error: {exc}", is_error=True)
+            return Outcome(S.FAILED, clean(f"Error: {exc}"), is_error=True)
         except Waiting as exc:  # handed to a sub-agent: the engine parks the turn
             return Outcome(S.WAITING, str(exc))
         except Exception as exc:  # a bug in a connector must not kill the turn
             log.exception("tool %s raised", tool.name)
-            return Outcome(S.FAILED, f"Error: {tool.name} failed: {exc!r}", is_error=True)
+            return Outcome(S.FAILED, clean(f"Error: {tool.name} failed: {exc!r}"), is_error=True)
         status = S.FAILED if output.is_error else S.SUCCEEDED
         return Outcome(status, output.content, output.is_error, output.external_id)
     if isinstance(last, OutcomeUnknown) and tool.kind == Kind.IDEMPOTENT_BY_KEY:
         # Still unknown after retries; a human may retry later with the same key.
-        return Outcome(S.IN_DOUBT, f"Outcome unknown after {retries + 1} attempts: {last}")
-    return Outcome(S.FAILED, f"Error: {tool.name} unavailable: {last}", is_error=True)
+        return Outcome(S.IN_DOUBT, clean(f"Outcome unknown after {retries + 1} attempts: {last}"))
+    return Outcome(S.FAILED, clean(f"Error: {tool.name} unavailable: {last}"), is_error=True)
 
 
 # --- The deadline ------------------------------------------------------------------

@@ -20,6 +20,8 @@ from typing import Any
 
 import jsonschema
 
+from agents.tools import arguments as _arguments
+
 
 class Kind(enum.StrEnum):
     READ_ONLY = "read_only"
@@ -83,10 +85,24 @@ class Tool:
             "input_schema": self.input_schema,
         }
 
+    def normalize(self, arguments: Any) -> Any:
+        """`arguments` brought to the schema's types (10100.0 -> 10100 for an
+        integer); what the policy, the approver and the tool see. A new
+        object; anything not convertible is left for validate() to refuse."""
+        if not isinstance(arguments, dict):
+            return arguments
+        return _arguments.normalized(self.input_schema, arguments)
+
     def validate(self, arguments: Any) -> str | None:
-        """The reason `arguments` don't fit the schema, or None when they do."""
+        """The reason `arguments` don't fit the schema, or None when they do.
+        Give it normalize()'d arguments: a float left at an integer place,
+        NaN, infinities, integers past ±2**53 and nesting deeper than
+        agents/tools/arguments.MAX_DEPTH are refused here, before the schema
+        validator (which counts 10100.0 as an integer, and recurses)."""
         if not isinstance(arguments, dict):
             return "tool input must be a JSON object"
+        if problem := _arguments.problems(self.input_schema, arguments):
+            return problem
         error = jsonschema.exceptions.best_match(self._validator.iter_errors(arguments))
         if error is None:
             return None

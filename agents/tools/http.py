@@ -1,5 +1,8 @@
 """HTTP plumbing shared by connectors: one pooled session per process, with
-every failure sorted into what recovery needs to know (see base.py)."""
+every failure sorted into what recovery needs to know (see base.py).
+
+Error messages go to the model and the event log: they name the method,
+host and path, never credentials or query strings (agents/tools/sanitize.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import requests
 from django.conf import settings
 
 from agents.tools.base import NotSent, OutcomeUnknown, ToolError
+from agents.tools.sanitize import clean
 
 _local = threading.local()
 
@@ -36,13 +40,13 @@ def call(
             method, url, json=json, params=params, headers=headers, timeout=timeout_s
         )
     except requests.exceptions.ConnectTimeout as exc:
-        raise NotSent(f"could not connect to {url}: {exc}") from exc
+        raise NotSent(clean(f"could not connect to {url}: {exc}")) from exc
     except requests.exceptions.ConnectionError as exc:
         if _never_connected(exc):
-            raise NotSent(f"could not connect to {url}") from exc
-        raise OutcomeUnknown(f"connection lost during {method} {url}: {exc}") from exc
+            raise NotSent(clean(f"could not connect to {url}")) from exc
+        raise OutcomeUnknown(clean(f"connection lost during {method} {url}: {exc}")) from exc
     except requests.exceptions.Timeout as exc:
-        raise OutcomeUnknown(f"no answer from {method} {url} within {timeout_s}s") from exc
+        raise OutcomeUnknown(clean(f"no answer from {method} {url} within {timeout_s}s")) from exc
     return _json_or_raise(method, url, response)
 
 
@@ -59,15 +63,17 @@ def _json_or_raise(method: str, url: str, response: requests.Response) -> dict[s
     if response.status_code >= 500 or response.status_code == 409:
         # The other side may or may not have acted (or, for 409, is still
         # acting on the same key): only a retry with the same key can tell.
-        raise OutcomeUnknown(f"{method} {url} answered {response.status_code}")
+        raise OutcomeUnknown(clean(f"{method} {url} answered {response.status_code}"))
     try:
         body = response.json()
     except ValueError as exc:
-        raise ToolError(f"{method} {url} answered {response.status_code} with non-JSON") from exc
+        raise ToolError(
+            clean(f"{method} {url} answered {response.status_code} with non-JSON")
+        ) from exc
     if response.status_code >= 400:
         error = body.get("error", body) if isinstance(body, dict) else body
         message = error.get("message", error) if isinstance(error, dict) else error
-        raise ToolError(f"{response.status_code}: {message}")
+        raise ToolError(clean(f"{response.status_code}: {message}"))
     return body
 
 

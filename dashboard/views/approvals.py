@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -18,7 +17,8 @@ from agents.transitions import IllegalTransition
 from approvals import services
 from approvals.models import Approval
 from dashboard.edits import check_edit
-from dashboard.views.common import back, desk_view, invalid, refused
+from dashboard.inputs import parse_json_object
+from dashboard.views.common import back, desk_view, invalid, rate_limited, refused
 
 DECIDE = "approvals.decide_approval"
 CARD = "approvals/partials/_card.html"
@@ -54,17 +54,12 @@ def _edited(raw: str) -> tuple[dict[str, Any] | None, str]:
     """The edited arguments as the approver typed them: (value, problem)."""
     if not raw.strip():
         return None, ""
-    try:
-        value = json.loads(raw)
-    except ValueError as exc:
-        return None, f"The edited arguments are not valid JSON: {exc}"
-    if not isinstance(value, dict):
-        return None, "The edited arguments must be a JSON object."
-    return value, ""
+    return parse_json_object(raw)  # size and depth checked before parsing
 
 
 @require_POST
 @desk_view(DECIDE)
+@rate_limited("approval_decide", "AGENTDESK_DECISION_RATE")
 def approval_decide(request: HttpRequest, approval_id: int) -> HttpResponse:
     approval = _card_or_404(request, approval_id)
     decision = request.POST.get("decision", "")
@@ -86,6 +81,7 @@ def approval_decide(request: HttpRequest, approval_id: int) -> HttpResponse:
             reason=reason,
             edited_input=edited if decision == Approval.Decision.APPROVE else None,
             expected_hash=expected,
+            client_address=request.META.get("REMOTE_ADDR") or None,
         )
     except (ServiceError, IllegalTransition) as exc:
         fresh = _card_or_404(request, approval_id)

@@ -22,7 +22,7 @@ HEAD = "dashboard/partials/_session_head.html"
 
 class BudgetForm(forms.Form):
     # Blank is "no limit".
-    max_total_tokens = forms.IntegerField(required=False, min_value=1)
+    max_total_tokens = forms.IntegerField(required=False, min_value=1, max_value=2**63 - 1)
     max_total_cost_usd = forms.DecimalField(
         required=False, min_value=Decimal("0.000001"), max_digits=12, decimal_places=6
     )

@@ -14,6 +14,7 @@ from django.views.decorators.http import require_GET
 
 from agents import selectors
 from agents.models import Session
+from dashboard.inputs import bounded_int
 from dashboard.presenters import cost_usd, event_summary
 from dashboard.views.common import desk_view
 
@@ -39,10 +40,7 @@ def _kinds(request: HttpRequest) -> list[str]:
 def history(request: HttpRequest, session_id: int) -> HttpResponse:
     found = _session(request, session_id)
     kinds = _kinds(request)
-    try:
-        after = max(0, int(request.GET.get("after", "0")))
-    except ValueError:
-        after = 0
+    after = bounded_int(request.GET.get("after"), default=0)  # a seq: 0..bigint
     events = list(
         selectors.history_events(session_id=found.id, kinds=kinds, after=after, limit=PAGE + 1)
     )

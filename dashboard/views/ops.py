@@ -15,6 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 from agents import followups, forks, jobs, selectors
 from agents.errors import ServiceError
 from agents.models import Job, Session
+from dashboard.inputs import strict_int
 from dashboard.views.common import back, desk_view, invalid, refused
 
 VIEW, OPERATE = "agents.view_session", "agents.operate_session"
@@ -45,9 +46,8 @@ def followup_cancel(request: HttpRequest, session_id: int) -> HttpResponse:
     if found is None:
         raise Http404("no such session")
     partial = "dashboard/partials/_followups.html"
-    try:
-        followup_id = int(request.POST.get("followup_id", ""))
-    except ValueError:
+    followup_id = strict_int(request.POST.get("followup_id"))
+    if followup_id is None:
         return invalid(
             request, "Which follow-up?", partial=partial, context=_followups_partial(request, found)
         )
@@ -141,9 +141,8 @@ def session_fork(request: HttpRequest, session_id: int) -> HttpResponse:
         raise Http404("no such session")
     partial = "dashboard/partials/_fork.html"
     context = {"session": found, "fork_upto": found.runtime.transcript_len}
-    try:
-        upto = int(request.POST.get("upto", ""))
-    except ValueError:
+    upto = strict_int(request.POST.get("upto"), lo=0, hi=2**31 - 1)  # a transcript position
+    if upto is None:
         return invalid(request, "Give a transcript position.", partial=partial, context=context)
     try:
         fork = forks.session_fork(session_id=found.id, upto=upto, user=request.user)

@@ -15,7 +15,8 @@ from agents.models import Session, Turn
 from agents.runtime import live
 from agents.transitions import IllegalTransition
 from dashboard import pushes
-from dashboard.views.common import back, desk_view, invalid, refused
+from dashboard.inputs import bounded_int
+from dashboard.views.common import back, desk_view, invalid, rate_limited, refused
 from dashboard.views.ops import session_ops_context
 
 PAGE_SIZE = 100
@@ -30,12 +31,11 @@ def sessions(request: HttpRequest) -> HttpResponse:
     if status not in Session.Status.values:
         status = ""
     q = request.GET.get("q", "").strip()[:200]
-    try:
-        page = max(1, int(request.GET.get("page", "1")))
-    except ValueError:
-        page = 1
     counts = selectors.session_counts(user=request.user, q=q)
     total = counts.get(status, 0) if status else sum(counts.values())
+    # Past the end (or past bigint): the last page, not an OFFSET SQL refuses.
+    last = max(1, -(-total // PAGE_SIZE))
+    page = bounded_int(request.GET.get("page"), default=1, lo=1, hi=last)
     start = (page - 1) * PAGE_SIZE
     rows = list(
         selectors.sessions_list(user=request.user, status=status, q=q)[start : start + PAGE_SIZE]
@@ -111,6 +111,7 @@ class MessageForm(forms.Form):
 
 @require_POST
 @desk_view(OPERATE)
+@rate_limited("session_message", "AGENTDESK_POST_RATE")
 def session_message(request: HttpRequest, session_id: int) -> HttpResponse:
     found = _session_or_404(request, session_id)
     partial = "dashboard/partials/_message_form.html"

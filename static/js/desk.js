@@ -50,8 +50,10 @@
         }
         handlers.message(message, send);
       });
-      ws.addEventListener("close", () => {
-        show("closed", "reconnecting…");
+      ws.addEventListener("close", (e) => {
+        // 4401: the login behind this tab ended (logged out elsewhere, password
+        // changed, role removed). Reconnecting works only if it still holds.
+        show("closed", e.code === 4401 ? "signed out — log in again" : "reconnecting…");
         setTimeout(open, delay);
         delay = Math.min(delay * 2, 10000);
       });
@@ -340,6 +342,15 @@
       return false;
     });
 
+    // A rate-limited write (429) is not swapped into the card: say so instead.
+    document.body.addEventListener("htmx:responseError", (e) => {
+      const xhr = e.detail.xhr;
+      const badge = document.getElementById("live-status");
+      if (!xhr || xhr.status !== 429 || !badge) return;
+      badge.hidden = false;
+      badge.dataset.state = "limited";
+      badge.textContent = `Too many requests: try again in ${xhr.getResponseHeader("Retry-After") || "a few"} s`;
+    });
     // A decided card comes back from the server (htmx): keep it selected.
     document.body.addEventListener("htmx:afterSwap", (e) => {
       const card = e.detail.target && e.detail.target.id ? document.getElementById(e.detail.target.id) : null;

@@ -98,3 +98,22 @@ def at_once(work: Callable[[], Any], threads: int = 4, timeout: float = 60) -> l
     assert not errors, errors
     assert len(results) == threads, "a thread did not finish in time"
     return results
+
+
+class triggers_bypassed:
+    """What a database superuser can do: run a transaction with every
+    trigger off (session_replication_role = replica), the append-only and
+    hash-chain triggers of the audit trail included. For tests that fake
+    history (time, tampering); the application never does this."""
+
+    def __enter__(self):
+        from django.db import transaction
+
+        self._atomic = transaction.atomic()
+        self._atomic.__enter__()
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL session_replication_role = replica")
+        return self
+
+    def __exit__(self, *exc):
+        return self._atomic.__exit__(*exc)

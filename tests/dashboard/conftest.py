@@ -40,8 +40,11 @@ def cookie_for(user) -> str:
     return f"sessionid={client.cookies['sessionid'].value}"
 
 
-def ws_headers(user=None, origin: str = "http://127.0.0.1") -> list[tuple[bytes, bytes]]:
-    headers = [(b"origin", origin.encode())]
+def ws_headers(
+    user=None, origin: str = "http://127.0.0.1", host: str = "127.0.0.1"
+) -> list[tuple[bytes, bytes]]:
+    """A handshake to `host` (the Host header) from a page at `origin`."""
+    headers = [(b"origin", origin.encode()), (b"host", host.encode())]
     if user is not None:
         headers.append((b"cookie", cookie_for(user).encode()))
     return headers

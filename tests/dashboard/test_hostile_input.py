@@ -13,6 +13,7 @@ from channels.testing import WebsocketCommunicator
 from agents.events import EventSpec
 from agents.models import Message, ToolCall
 from config.asgi import application
+from tests.agents.helpers import triggers_bypassed
 from tests.dashboard import factories
 from tests.dashboard.conftest import ws_headers
 
@@ -48,9 +49,10 @@ def hostile(db, carol):
         reasoning=XSS,
         arguments={"order_id": "ORD-1002", "amount_cents": 18900, "reason": XSS},
     )
-    Message.objects.filter(session=owner, position=1).update(
-        content=[{"type": "text", "text": XSS}]
-    )
+    with triggers_bypassed():  # transcript rows are append-only events: rewriting needs a superuser
+        Message.objects.filter(session=owner, position=1).update(
+            content=[{"type": "text", "text": XSS}]
+        )
     finished = factories.parked_call(
         owner=factories.session(title=XSS),
         name="lookup_order",

@@ -85,7 +85,10 @@ def test_anonymous_is_sent_to_log_in_and_nothing_changes(client, world, name):
     approval, doubtful = world
     before = _state()
     response = client.post(_url(name, approval, doubtful), _body(name, approval), headers=HX)
-    assert response.status_code == 302 and response["Location"].startswith("/login/")
+    # htmx: the whole tab goes to the login page (HX-Redirect), not the XHR
+    assert response.status_code == 401 and response["HX-Redirect"].startswith("/login/")
+    plain = client.post(_url(name, approval, doubtful), _body(name, approval))
+    assert plain.status_code == 302 and plain["Location"].startswith("/login/")
     assert _state() == before
 
 

@@ -14,6 +14,7 @@ from agents.events import EventSpec
 from agents.models import Event
 from agents.observability.series import ops_series
 from approvals.models import Approval
+from tests.agents.helpers import triggers_bypassed
 from tests.dashboard import factories
 
 pytestmark = pytest.mark.django_db
@@ -33,12 +34,16 @@ def _history() -> None:
         EventSpec("recovery", {"previous_owner": "w1:1"}),
         EventSpec("turn.failed", {"number": 1, "error": "x"}),
     )
-    Event.objects.filter(session=session).update(created_at=timezone.now() - timedelta(minutes=10))
+    with triggers_bypassed():  # events are append-only; faking their time needs a superuser
+        Event.objects.filter(session=session).update(
+            created_at=timezone.now() - timedelta(minutes=10)
+        )
     # Older than any window: not counted.
     factories.append(session.id, EventSpec("model.replied", {"usage": usage}))
-    Event.objects.filter(session=session, seq=6).update(
-        created_at=timezone.now() - timedelta(hours=30)
-    )
+    with triggers_bypassed():
+        Event.objects.filter(session=session, seq=6).update(
+            created_at=timezone.now() - timedelta(hours=30)
+        )
 
 
 def test_series_count_steps_failures_recoveries_and_spend_in_the_window():

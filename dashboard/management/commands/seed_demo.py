@@ -17,6 +17,8 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
@@ -82,7 +84,11 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, tickets: int, **options: Any) -> None:
         password = os.environ.get("AGENTDESK_DEMO_PASSWORD") or DEFAULT_PASSWORD
-        demo_users_ensure(password=password)
+        try:
+            demo_users_ensure(password=password)
+        except ValidationError as exc:
+            weak = " ".join(exc.messages)
+            raise CommandError(f"AGENTDESK_DEMO_PASSWORD is too weak: {weak}") from None
         self.stdout.write("Demo users (AGENTDESK_DEMO_PASSWORD sets the password):")
         self.stdout.write(f"  {'user':<10} {'password':<16} role")
         for username, (group, _) in DEMO_USERS.items():
@@ -98,6 +104,9 @@ def demo_users_ensure(*, password: str) -> None:
     for username, (group, superuser) in DEMO_USERS.items():
         user, _ = user_model.objects.get_or_create(username=username)
         user.is_staff = user.is_superuser = superuser
+        # The same validators as a password change (AUTH_PASSWORD_VALIDATORS):
+        # the demo must not teach a password the desk would refuse.
+        validate_password(password, user)
         user.set_password(password)
         user.save()
         user.groups.add(groups[group])
