@@ -102,7 +102,8 @@ class Terminal:
     """One child's lines for the terminal: its rule, and any traceback whole."""
 
     def __init__(self, name: str, verbose: bool) -> None:
-        self.shown = (lambda line: True) if verbose else SHOWN.get(name, lambda line: True)
+        kind = name.rstrip("0123456789")  # worker2 is a worker
+        self.shown = (lambda line: True) if verbose else SHOWN.get(kind, lambda line: True)
         self.in_traceback = False
 
     def wants(self, line: str) -> bool:
@@ -131,7 +132,7 @@ class Supervisor:
     def say(self, name: str, text: str) -> None:
         prefix = f"{name:<8} |"
         if self.color:
-            prefix = f"\033[{COLORS.get(name, '1')}m{prefix}\033[0m"
+            prefix = f"\033[{COLORS.get(name.rstrip('0123456789'), '1')}m{prefix}\033[0m"
         with self.print_lock:
             for line in text.split("\n"):
                 sys.stdout.write(f"{prefix} {line}\n")
@@ -210,7 +211,7 @@ class Supervisor:
             sig = embedded.PG_STOP_SIGNAL if child.name == "postgres" else signal.SIGTERM
             _signal(popen.pid, sig)
             try:
-                popen.wait(timeout=STOP_GRACE_S.get(child.name, 8.0))
+                popen.wait(timeout=STOP_GRACE_S.get(child.name.rstrip("0123456789"), 8.0))
             except subprocess.TimeoutExpired:
                 self.say("run", f"{child.name} did not stop in time; killing it")
         # Whatever is left in its process group (a worker's pool children after
@@ -372,13 +373,27 @@ def start_app(sup: Supervisor, env: dict[str, str], web_port: int, sandbox: tupl
     # Readable lines here; every record as JSON, with session_key / turn /
     # step, in .data/logs/worker.jsonl (app_env, Supervisor.start).
     worker_env = env
-    # One process drives every session in flight (settings: a thread pool of
-    # AGENTDESK_WORKER_SLOTS slots on AGENTDESK_DB_POOL_SIZE connections).
-    sup.start("worker", [*celery, "worker", "--loglevel=INFO"], worker_env)
+    # One worker process per core (a process's Python runs on one core at a
+    # time), each driving up to AGENTDESK_WORKER_SLOTS sessions at once on
+    # AGENTDESK_DB_POOL_SIZE connections (+ its liveness lock): README "Sizing".
+    count = worker_count()
+    for i in range(count):
+        name = "worker" if count == 1 else f"worker{i + 1}"
+        args = [*celery, "worker", "--loglevel=INFO", "-n", f"{name}@%h"]
+        sup.start(name, args, worker_env)
     schedule = str(DATA / "celerybeat-schedule")
     sup.start("beat", [*celery, "beat", "--loglevel=INFO", "--schedule", schedule], env)
     # Last, so the tickets' webhooks find web listening and a worker to run them.
     sup.run_once("seed", [*manage, "seed_demo"], env)
+
+
+def worker_count() -> int:
+    """AGENTDESK_WORKERS, else one per core (at most 4: past that, a machine
+    runs more `make run`s' worth of work than a demo needs)."""
+    raw = os.environ.get("AGENTDESK_WORKERS", "")
+    if raw.strip():
+        return max(1, int(raw))
+    return max(1, min(4, os.cpu_count() or 1))
 
 
 def _fresh_dir(path: Path) -> None:
