@@ -121,12 +121,15 @@ def _has_nul(data) -> bool:
 class RefuseNulMiddleware:
     """A NUL in the path, a query parameter or a form field is refused with a
     400 page that says why, before any view (PostgreSQL text cannot hold it,
-    and no person types one)."""
+    and no person types one). The machine API (/api/) refuses it itself, as
+    a 422 problem document its clients can read (api/)."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
+        if request.path.startswith("/api/"):
+            return self.get_response(request)
         if (
             "\x00" in request.path
             or _has_nul(request.GET)

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agents.runtime.ownership import LIVE_PROCESSES_SQL
 from bench.chaos import stack
 
 LIMIT_CENTS = 2000  # approval limit for the campaign: see _env
@@ -35,15 +36,13 @@ IDLE_NOTE_S = 10.0  # a runnable session idle this long is reported...
 # before. A session whose trigger waits in the routine queue is not stalled,
 # it is waiting for a free worker; the report counts those separately.
 IDLE_FAIL_S = float(os.environ.get("CHAOS_IDLE_FAIL_S") or 20)
-IDLE_RUNNABLE_SQL = """
+IDLE_RUNNABLE_SQL = f"""
     SELECT s.id, extract(epoch FROM now() - r.updated_at) FROM agents_session s
     JOIN agents_sessionruntime r ON r.session_id = s.id
     WHERE s.status = 'running' AND (r.wake_at IS NULL OR r.wake_at <= now())
       AND r.updated_at < now() - make_interval(secs => %s)
-      AND s.id NOT IN (
-        SELECT objid::bigint FROM pg_locks WHERE locktype = 'advisory' AND granted
-          AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))
-"""
+      AND (r.owner = '' OR r.owner_process NOT IN ({LIVE_PROCESSES_SQL}))
+"""  # noqa: S608 (constants, no input)
 
 
 def _env(redis_url: str, sandbox_url: str) -> dict[str, str]:
@@ -208,8 +207,8 @@ class Campaign:
                 )
 
     def _sample_idle_runnable(self) -> None:
-        """Runnable sessions nobody works on (no advisory lock held on THIS
-        database, not waiting for a retry) for longer than IDLE_NOTE_S: each
+        """Runnable sessions nobody works on (no owner whose process holds its
+        liveness lock on THIS database, not waiting for a retry) for longer than IDLE_NOTE_S: each
         is a stall the sweeper should have ended (invariant 4)."""
         from django.db import connection
 

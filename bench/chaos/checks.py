@@ -18,6 +18,7 @@ import requests
 from django.db import connection
 
 from agents.models import Event, Message, Session, SessionRuntime, ToolCall, Turn
+from agents.runtime.ownership import LIVE_PROCESSES_SQL
 from approvals.models import Approval
 
 C = ToolCall.Status
@@ -288,15 +289,14 @@ def _no_open_transactions_or_dead_claims(found: Findings, world: World) -> None:
         )
         for pid, app, age, query in cursor.fetchall():
             found.fail(5, f"backend {pid} ({app}) idle in transaction for {age}: {query}")
-        cursor.execute(
-            "SELECT objid::bigint FROM pg_locks WHERE locktype = 'advisory' AND granted "
-            "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-        )
-        held = {row[0] for row in cursor.fetchall()}
+        # Claims name their worker process; a live one holds its liveness lock
+        # (agents/runtime/ownership.py).
+        cursor.execute(LIVE_PROCESSES_SQL)
+        live = {row[0] for row in cursor.fetchall()}
     for runtime in world.runtimes.values():
-        if runtime.owner and runtime.session_id not in held:
+        if runtime.owner and runtime.owner_process not in live:
             key = world.sessions[runtime.session_id].key
-            found.fail(5, f"{key}: claimed by {runtime.owner}, which holds no lock (dead)")
+            found.fail(5, f"{key}: claimed by {runtime.owner}, whose process is dead")
 
 
 # --- 6. approvals decided at most once; expired never executed --------------------------------

@@ -121,7 +121,7 @@ class Driver:
     def _replay(self, body: bytes) -> None:
         signature = sign(settings.AGENTDESK_WEBHOOK_SECRET, body, int(time.time()))
         try:
-            helpdesk_webhook(body=body, signature=signature)
+            turn = helpdesk_webhook(body=body, signature=signature)
         except Forbidden:
             self.counts["webhook_replays_refused"] += 1
             return
@@ -129,7 +129,11 @@ class Driver:
             self.counts["webhook_replays_refused"] += 1
             log.info("replay failed with %r", exc)
             return
-        self.problems.append("a replayed webhook delivery was accepted (a second turn)")
+        if turn is not None:  # the service says it started a turn for the same event
+            self.problems.append("a replayed webhook delivery was accepted (a second turn)")
+            return
+        # A replay is answered like the first delivery and starts nothing (issue 18).
+        self.counts["webhook_replays_answered"] += 1
 
     def _follow_up(self, created: dict[str, Any], ticket: Ticket) -> None:
         key = f"ticket:{created['id']}"
