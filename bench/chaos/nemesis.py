@@ -283,8 +283,7 @@ def _owned_by(conn: psycopg.Connection, pids: list[int]) -> list[int]:
     # An owner is host:pid/slot (agents/runtime/ownership.py): any slot of the process.
     prefixes = [f"{HOST}:{pid}/%" for pid in pids]
     rows = conn.execute(
-        "SELECT session_id FROM agents_sessionruntime WHERE owner LIKE ANY(%s) "
-        "ORDER BY session_id",
+        "SELECT session_id FROM agents_sessionruntime WHERE owner LIKE ANY(%s) ORDER BY session_id",
         [prefixes],
     ).fetchall()
     return [r[0] for r in rows]
