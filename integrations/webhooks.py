@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import requests
+from celery import current_app
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
@@ -72,9 +73,8 @@ def delivery_resend(*, delivery_id: int) -> WebhookDelivery:
         delivery.status, delivery.attempts = D.PENDING, 0
         delivery.next_attempt_at, delivery.last_error = timezone.now(), ""
         delivery.save(update_fields=["status", "attempts", "next_attempt_at", "last_error"])
-        from integrations.tasks import send_webhooks
-
-        transaction.on_commit(send_webhooks.delay)
+        # By name: the task module imports this one.
+        transaction.on_commit(lambda: current_app.send_task("integrations.send_webhooks"))
     return delivery
 
 
