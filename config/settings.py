@@ -406,6 +406,10 @@ RATELIMIT_FAIL_OPEN = True  # Redis away: decisions still work (they are audited
 # push it also re-reads the login from the database when its last check is
 # older than this, so a lost revocation leaves it open this long at most.
 AGENTDESK_WS_RECHECK_S = env_float("AGENTDESK_WS_RECHECK_S", 2.0)
+# Who else is viewing a session or a card (dashboard/presence.py): each tab
+# says so every HEARTBEAT_S; one unheard of for TTL_S is gone.
+AGENTDESK_PRESENCE_HEARTBEAT_S = env_float("AGENTDESK_PRESENCE_HEARTBEAT_S", 5.0)
+AGENTDESK_PRESENCE_TTL_S = env_float("AGENTDESK_PRESENCE_TTL_S", 15.0)
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard:sessions"
 LOGOUT_REDIRECT_URL = "login"

@@ -13,17 +13,20 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import secrets
 import time
 from collections.abc import Callable
 from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from channels.layers import get_channel_layer
 from django.conf import settings
 
 from agents.events import DESK_GROUP, session_group
 from agents.runtime import live
-from dashboard import fanout, frames, pushes, revocation
+from approvals.models import Approval
+from dashboard import fanout, frames, presence, pushes, revocation
 
 log = logging.getLogger(__name__)
 REPLAY_BATCH = 500
@@ -324,3 +327,123 @@ class ApprovalsConsumer(FollowingConsumer):
         self.shown -= {gone["id"] for gone in delta["remove"]}
         if delta["add"] or delta["remove"]:
             await self.send_json({"type": "approvals", **delta})
+
+
+class PresenceConsumer(FollowingConsumer):
+    """`ws/presence/`: the client says what the tab is on and what else it
+    shows ({"type": "here", "topics": ["session:12"], "watch": ["approval:7"]})
+    on connect, every heartbeat and when that changes; the server sends
+    {"type": "presence", "viewers": {topic: [{user, name, initials, tabs}]},
+    "you": user id, "heartbeat_s": s} for the topics of both lists whenever
+    someone comes or goes (dashboard/presence.py). The inbox is *on* its
+    selected card and *watches* the others."""
+
+    actions = frames.PRESENCE_ACTIONS
+    topics: tuple[str, ...] = ()  # announced: this tab is on them
+    watched: tuple[str, ...] = ()  # every topic this tab shows viewers for
+    ticker: asyncio.Task | None = None
+
+    async def connect(self) -> None:
+        self.user = self.scope["user"]
+        problem = await database_sync_to_async(pushes.access_problem)(self.user, pushes.VIEW)
+        if problem:
+            await self.close(code=problem)
+            return
+        self.viewer = presence.Viewer(
+            secrets.token_hex(8), self.user.pk, presence.display_name(self.user)
+        )
+        self.shown: dict[str, list[dict[str, Any]]] = {}
+        self.allowed_topics: set[str] = set()
+        await self.follow()  # the user's own group only, until the first "here"
+        self.ticker = asyncio.create_task(self.tick())
+        await self.accept()
+
+    async def on_client(self, content: dict[str, Any]) -> None:
+        # Both lists are checked by frames.parse (shape, length, topic syntax).
+        on = list(dict.fromkeys(content.get("topics") or []))
+        watch = list(dict.fromkeys([*on, *(content.get("watch") or [])]))
+        refused = [t for t in watch if not await self.may_view(t)]
+        if refused:
+            await self.send_error(f"not allowed: {', '.join(refused)}")
+            on = [t for t in on if t not in refused]
+            watch = [t for t in watch if t not in refused]
+        await self.rewatch(watch)
+        gone = [t for t in self.topics if t not in on]
+        fresh = [t for t in on if t not in self.topics]
+        self.topics = tuple(on)
+        await presence.here(self.viewer, on, gone=gone)
+        await self.announce(fresh + gone)
+        await self.refresh()
+
+    async def rewatch(self, watch: list[str]) -> None:
+        """Follow the groups of `watch` (and no others) through the fan-out."""
+        for topic in watch:
+            if topic not in self.watched:
+                await fanout.fanout().join(presence.group(topic), self.inbox)
+        for topic in self.watched:
+            if topic not in watch:
+                await fanout.fanout().leave(presence.group(topic), self.inbox)
+                self.shown.pop(topic, None)
+        others = [g for g in self.following if not g.startswith(presence.GROUP_PREFIX)]
+        self.following = (*others, *(presence.group(t) for t in watch))
+        self.watched = tuple(watch)
+
+    async def may_view(self, topic: str) -> bool:
+        """A session's presence is for those who may see the session; an
+        approval's for those who may see its session (inline cards too)."""
+        if topic in self.allowed_topics:
+            return True
+        ok = await database_sync_to_async(_may_view)(self.user, topic)
+        if ok:
+            self.allowed_topics.add(topic)
+        return ok
+
+    async def announce(self, topics: list[str]) -> None:
+        layer = get_channel_layer()
+        for topic in topics:
+            await layer.group_send(presence.group(topic), {"type": "presence.changed"})
+
+    async def presence_changed(self, message: dict[str, Any]) -> None:
+        if self.inbox.empty():  # more queued: one re-read for all of them
+            await self.refresh()
+
+    async def refresh(self) -> None:
+        """Send the viewers of the watched topics that differ from what the
+        tab was last sent."""
+        now = await presence.viewers(list(self.watched))
+        changed = {t: v for t, v in now.items() if self.shown.get(t) != v}
+        if changed:
+            self.shown.update(changed)
+            frame = {"type": "presence", "viewers": changed, "you": self.user.pk}
+            await self.send_json({**frame, "heartbeat_s": presence.heartbeat_s()})
+
+    async def tick(self) -> None:
+        """Viewers whose heartbeat stopped (their process died, the network
+        went) expire in Redis without anyone announcing it: look again."""
+        while True:
+            await asyncio.sleep(presence.heartbeat_s())
+            try:
+                async with self.one_at_a_time:
+                    if self.watched and not self.revoked:
+                        await self.refresh()
+            except Exception:  # Redis away: the next tick tries again
+                log.warning("presence: refresh failed", exc_info=True)
+
+    async def disconnect(self, code: int) -> None:
+        if self.ticker is not None:
+            self.ticker.cancel()
+        await super().disconnect(code)
+        if self.topics:
+            topics, self.topics = list(self.topics), ()
+            await presence.leave(self.viewer.id, topics)
+            await self.announce(topics)
+
+
+def _may_view(user: Any, topic: str) -> bool:
+    kind, pk = presence.parse_topic(topic)
+    if kind == "approval":
+        session_id = Approval.objects.filter(pk=pk).values_list("session_id", flat=True).first()
+        if session_id is None:
+            return False
+        pk = session_id
+    return pushes.access_problem(user, pushes.VIEW, pk) == 0

@@ -17,7 +17,8 @@ order, each step before any work is done on it:
    connection stays open.
 
 The client (static/js/desk.js) sends a hello when it connects, a sync every
-15 s and a stream request now and then: far below these limits.
+15 s and a stream request now and then; static/js/presence.js a "here" every
+5 s and when what the tab shows changes: far below these limits.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import json
 import time
 from collections.abc import Callable
 from typing import Any
+
+from dashboard.presence import MAX_TOPICS, MAX_WATCHED, parse_topic
 
 MAX_FRAME_CHARS = 16_384
 FRAME_RATE = 5.0  # frames per second, sustained
@@ -47,6 +50,19 @@ def _id_list(value: Any) -> bool:
     )
 
 
+def _topics(most: int) -> Check:
+    """What a tab looks at: "session:<id>" / "approval:<id>" (dashboard/presence.py)."""
+
+    def check(value: Any) -> bool:
+        return (
+            isinstance(value, list)
+            and len(value) <= most
+            and all(parse_topic(t) is not None for t in value)
+        )
+
+    return check
+
+
 # Per consumer: action -> {field: check}. Fields not listed are refused.
 SESSION_ACTIONS: dict[str, dict[str, Check]] = {
     "hello": {"after": _non_negative_int},
@@ -55,6 +71,9 @@ SESSION_ACTIONS: dict[str, dict[str, Check]] = {
 }
 APPROVALS_ACTIONS: dict[str, dict[str, Check]] = {"hello": {"shown": _id_list}, "sync": {}}
 DESK_ACTIONS: dict[str, dict[str, Check]] = {"sync": {}}
+PRESENCE_ACTIONS: dict[str, dict[str, Check]] = {
+    "here": {"topics": _topics(MAX_TOPICS), "watch": _topics(MAX_WATCHED)}
+}
 
 
 class Bucket:

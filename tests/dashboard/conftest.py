@@ -8,6 +8,7 @@ import os
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -56,8 +57,8 @@ class Web:
         self.url = url
 
 
-@pytest.fixture
-def web(stack_env, run_dir: Path) -> Iterator[Web]:
+@contextmanager
+def daphne(stack_env: dict[str, str], run_dir: Path) -> Iterator[Web]:
     """Daphne on a free port, on the test database, Redis and sandbox.
 
     Test settings (config.settings_test) so the personas' test password
@@ -72,6 +73,12 @@ def web(stack_env, run_dir: Path) -> Iterator[Web]:
     finally:
         proc.stop()
         print(f"--- daphne ---\n{proc.log()[-4000:]}")  # shown when the test failed
+
+
+@pytest.fixture
+def web(stack_env, run_dir: Path) -> Iterator[Web]:
+    with daphne(stack_env, run_dir) as started:
+        yield started
 
 
 @pytest.fixture
