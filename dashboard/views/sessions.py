@@ -14,7 +14,7 @@ from agents.errors import ServiceError
 from agents.models import Session, Turn
 from agents.runtime import live
 from agents.transitions import IllegalTransition
-from dashboard import pushes
+from dashboard import outcomes, pushes
 from dashboard.inputs import bounded_int
 from dashboard.views.common import back, desk_view, invalid, rate_limited, refused
 from dashboard.views.ops import session_ops_context
@@ -40,6 +40,7 @@ def sessions(request: HttpRequest) -> HttpResponse:
     rows = list(
         selectors.sessions_list(user=request.user, status=status, q=q)[start : start + PAGE_SIZE]
     )
+    outcomes.attach(rows)  # what each last turn did: two queries for the page
     context = {
         "rows": rows,
         "counts": counts,
