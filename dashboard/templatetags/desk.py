@@ -7,7 +7,7 @@ from typing import Any
 from django import template
 from django.utils.safestring import SafeString
 
-from dashboard import presenters
+from dashboard import fields, presenters
 
 register = template.Library()
 
@@ -22,6 +22,12 @@ def visible(text: Any) -> SafeString:
 def visible_json(value: Any) -> SafeString:
     """Indented JSON, in full, escaped, invisible characters shown."""
     return presenters.visible_json(value)
+
+
+@register.filter
+def output_fields(text: Any) -> SafeString:
+    """A tool's JSON output as readable fields; "" when it is not JSON."""
+    return fields.output_fields(text)
 
 
 @register.filter

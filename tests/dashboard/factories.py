@@ -226,3 +226,94 @@ def parked_call(
 
 def pending_approval(**kwargs: Any) -> Approval:
     return parked_call(**kwargs).approval
+
+
+def finished_call(
+    *,
+    owner: Session | None = None,
+    name: str = "lookup_order",
+    arguments: dict[str, Any] | None = None,
+    output: str = '{"id": "ORD-1002", "status": "shipped", "total_cents": 18900}',
+    ms: int = 240,
+    is_error: bool = False,
+) -> ToolCall:
+    """A finished turn with one tool call that ran: model reply asking for
+    the call, the call's result row, the final reply, each an event."""
+    owner = owner or session()
+    arguments = {"order_id": "ORD-1002"} if arguments is None else arguments
+    now = timezone.now()
+    number = Turn.objects.filter(session=owner).count() + 1
+    made = Turn.objects.create(
+        session=owner,
+        number=number,
+        status=Turn.Status.SUCCEEDED,
+        trigger=Turn.Trigger.CUSTOMER,
+        input="Where is order ORD-1002?",
+        steps=2,
+        input_tokens=2000,
+        output_tokens=120,
+        started_at=now,
+        finished_at=now,
+    )
+    base = SessionRuntime.objects.get(pk=owner.pk).transcript_len
+    use_id = f"toolu_{next(_numbers)}"
+    status = ToolCall.Status.FAILED if is_error else ToolCall.Status.SUCCEEDED
+    call = ToolCall.objects.create(
+        session=owner,
+        turn=made,
+        tool_use_id=use_id,
+        idempotency_key=f"{owner.key}:{use_id}",
+        name=name,
+        kind="read_only",
+        status=status,
+        input=arguments,
+        attempts=1,
+        is_error=is_error,
+        message_position=base + 1,
+        result_position=base + 2,
+        created_at=now,
+        started_at=now,
+        finished_at=now + timedelta(milliseconds=ms),
+    )
+    SessionRuntime.objects.filter(pk=owner.pk).update(transcript_len=base + 4)
+    usage = {"input": 1000, "output": 60}
+    result = {"type": "tool_result", "tool_use_id": use_id, "content": output}
+    if is_error:
+        result["is_error"] = True
+    append(
+        owner.id,
+        EventSpec("turn.accepted", {"number": number, "trigger": "customer_message"}, made.id),
+        _started(made, base),
+        EventSpec(
+            "model.replied",
+            {"stop_reason": "tool_use", "usage": usage, "ms": 800, "tool_calls": [name]},
+            made.id,
+            "w1",
+            position=base + 1,
+            role="assistant",
+            content=[
+                {"type": "text", "text": "Looking it up."},
+                {"type": "tool_use", "id": use_id, "name": name, "input": arguments},
+            ],
+        ),
+        EventSpec(
+            "tool.finished",
+            {"tool_use_id": use_id, "name": name, "status": status, "ms": ms},
+            made.id,
+            "w1",
+            position=base + 2,
+            role="user",
+            content=[result],
+        ),
+        EventSpec(
+            "model.replied",
+            {"stop_reason": "end_turn", "usage": usage, "ms": 600, "tool_calls": []},
+            made.id,
+            "w1",
+            position=base + 3,
+            role="assistant",
+            content=[{"type": "text", "text": "It has shipped."}],
+        ),
+        EventSpec("turn.succeeded", {"number": number}, made.id, "w1"),
+    )
+    return call
