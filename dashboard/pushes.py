@@ -20,6 +20,7 @@ from agents import selectors
 from agents.events import payload
 from agents.models import Event, Session
 from approvals.models import Approval
+from dashboard import timeline
 
 VIEW = "agents.view_session"
 DECIDE = "approvals.decide_approval"
@@ -84,7 +85,9 @@ def session_swaps(
         }
     ]
     turn_ids = {e["turn_id"] for e in events if e.get("turn_id")}
-    for view in selectors.turns_by_id(session_id=session_id, turn_ids=turn_ids):
+    views = selectors.turns_by_id(session_id=session_id, turn_ids=turn_ids)
+    timeline.attach(session_id, views)
+    for view in views:
         html = render_to_string("dashboard/partials/_turn.html", {**base, "tv": view})
         swaps.append({"target": f"turn-{view.turn.id}", "into": "turns", "html": html})
     for event in events:

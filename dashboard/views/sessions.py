@@ -14,7 +14,7 @@ from agents.errors import ServiceError
 from agents.models import Session, Turn
 from agents.runtime import live
 from agents.transitions import IllegalTransition
-from dashboard import outcomes, pushes
+from dashboard import outcomes, pushes, timeline
 from dashboard.inputs import bounded_int
 from dashboard.views.common import back, desk_view, invalid, rate_limited, refused
 from dashboard.views.ops import session_ops_context
@@ -68,6 +68,7 @@ def session(request: HttpRequest, session_id: int) -> HttpResponse:
     )
     if view is None:
         raise Http404("no such session")
+    timeline.attach(view.session.id, view.turns)  # each turn's waterfall: one query
     stream = _live_text(view)
     return render(
         request,
