@@ -1,6 +1,9 @@
 """The operations page: throughput, approval wait, failures, recoveries and
-spend over the last hours, from Postgres (agents/observability/series.py),
-as server-drawn SVG; htmx re-fetches the charts every 10 s."""
+spend over the last hours, from Postgres (agents/observability/series.py).
+Server-drawn SVG bars first (no script needed to read them); then
+static/js/ops-charts.js draws each chart with uPlot (static/vendor/) from
+the same figures, with a time axis, labels and the value under the pointer
+or the arrow keys. htmx re-fetches the charts every 10 s."""
 
 from __future__ import annotations
 
@@ -90,10 +93,27 @@ def _charts(series: Series) -> list[dict]:
             f"${series.total('cost_usd'):,.2f} for {_fmt(series.total('tokens'))} tokens",
         ),
     ]
+    times = [int(b.start.timestamp()) for b in series.buckets]
     charts = []
     for slug, title, unit, note, values, summary in rows:
         chart = bar_chart(values, labels, unit=f" {unit}" if unit else "")
+        # What uPlot draws (json_script in the template: numbers and our own words).
+        data = {
+            "title": title,
+            "unit": unit,
+            "width_s": series.width_s,
+            "x": times,
+            "y": [None if v is None else round(float(v), 4) for v in values],
+        }
         charts.append(
-            {"slug": slug, "title": title, "note": note, "summary": summary, "chart": chart}
+            {
+                "slug": slug,
+                "title": title,
+                "note": note,
+                "summary": summary,
+                "chart": chart,
+                "data": data,
+                "data_id": f"chart-{slug}-data",
+            }
         )
     return charts

@@ -82,7 +82,11 @@ def test_support_sees_the_charts_and_htmx_gets_the_partial(alice):
     for title in ("Throughput", "Approval wait", "Failures", "Recoveries", "Spend"):
         assert f">{title}</h2>" in html
     assert 'hx-trigger="every 10s"' in html and 'id="ops-charts"' in html
-    assert "<script" not in html.split("<main>")[1]  # charts are SVG, not script
+    # Charts are SVG, then uPlot from /static/ draws them from data blocks:
+    # no script in the page runs (a type="application/json" block never does).
+    main = html.split("<main>")[1]
+    assert main.count("<script") == 5 == main.count('<script id="chart-')
+    assert main.count('type="application/json">') == 5
     assert (
         len(re.findall(r'<rect class="ops-bar"', html)) == 4
     )  # steps, failures, recoveries, spend
