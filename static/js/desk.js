@@ -82,6 +82,9 @@
       return;
     }
     const content = fragment(swap.html);
+    // A turn re-rendered by a push keeps the timelines and raw outputs its
+    // reader had opened (details with an id).
+    const opened = old ? $$("details[id][open]", old).map((d) => d.id) : [];
     if (old) {
       old.replaceWith(content);
     } else if (swap.into) {
@@ -98,6 +101,10 @@
       return;
     }
     const fresh = document.getElementById(swap.target);
+    for (const id of opened) {
+      const details = document.getElementById(id);
+      if (details) details.open = true;
+    }
     if (fresh && window.htmx) window.htmx.process(fresh);
   }
 
@@ -174,6 +181,8 @@
       root.dataset.seq = String(lastSeq);
     };
 
+    sessionKeys(root);
+
     liveSocket(root.dataset.ws, {
       open: (send) => send({ type: "hello", after: lastSeq }),
       message: (message, send) => {
@@ -184,6 +193,44 @@
           setStream(message.turn_id, message.text);
         }
       },
+    });
+  }
+
+  // j/k between turns, t a turn's timeline, o its raw tool outputs, m the
+  // message box, h the history.
+  function sessionKeys(root) {
+    const turns = () => $$("#turns > .turn", root);
+    const current = () => $("#turns > .turn.selected", root);
+    const toggle = (items) => {
+      const open = !items.every((d) => d.open);
+      items.forEach((d) => (d.open = open));
+      return items.length > 0;
+    };
+    onKeys((key) => {
+      if (key === "j" || key === "k") {
+        const next = move(turns(), current(), key === "j" ? 1 : -1, "selected");
+        if (next) next.focus({ preventScroll: true });
+        return !!next;
+      }
+      if (key === "t") {
+        const turn = current();
+        return toggle($$("details.timeline", turn || root));
+      }
+      if (key === "o") {
+        const turn = current() || turns()[turns().length - 1];
+        return turn ? toggle($$("details.raw", turn)) : false;
+      }
+      if (key === "m") {
+        const box = document.getElementById("message-text");
+        if (box) box.focus();
+        return !!box;
+      }
+      if (key === "h") {
+        const link = $("#session-head a[data-key=history]");
+        if (link) location.href = link.href;
+        return !!link;
+      }
+      return false;
     });
   }
 
@@ -366,8 +413,36 @@
     keyHandlers.push(handler);
   }
 
+  // `?` anywhere: the keys of this page (templates/dashboard/partials/_keys.html).
+  function showKeys() {
+    const dialog = document.getElementById("key-help");
+    if (!dialog || dialog.open) return false;
+    const page = document.body.dataset.page || "";
+    for (const section of $$("[data-keys-for]", dialog)) {
+      section.hidden = !(section.dataset.keysFor === "*" || section.dataset.keysFor === page);
+    }
+    dialog.showModal();
+    return true;
+  }
+
+  // `g` then a letter: go to a page (the letter must follow within 1.5 s).
+  const GO = { s: "/", a: "/approvals/", o: "/ops/", j: "/jobs/" };
+  let goPending = 0;
+  onKeys((key) => {
+    if (goPending && Date.now() - goPending < 1500 && GO[key]) {
+      goPending = 0;
+      location.href = GO[key];
+      return true;
+    }
+    goPending = key === "g" ? Date.now() : 0;
+    if (key === "g") return true;
+    if (key === "?") return showKeys();
+    return false;
+  });
+
   document.addEventListener("keydown", (e) => {
     const target = e.target;
+    if (document.querySelector("dialog[open]")) return; // the dialog has the keys (Esc closes it)
     const typing = target.matches && target.matches("input, textarea, select, [contenteditable]");
     if (typing) {
       if (e.key === "Enter" && (e.ctrlKey || e.metaKey) && target.form) {
@@ -391,6 +466,17 @@
       }
     }
   });
+
+  // 1–5 on the operations page: its time windows, in the order of the tabs.
+  function operationsKeys() {
+    onKeys((key) => {
+      const tabs = $$("nav.tabs[aria-label='Time window'] a");
+      const n = parseInt(key, 10);
+      if (!(n >= 1 && n <= tabs.length)) return false;
+      location.href = tabs[n - 1].href;
+      return true;
+    });
+  }
 
   // --- Time left before an approval expires --------------------------------------------------
 
@@ -423,6 +509,9 @@
     if (desk) sessionsPage(desk);
     const inbox = document.getElementById("approvals");
     if (inbox) approvalsPage(inbox);
+    const keysButton = document.getElementById("key-help-button");
+    if (keysButton) keysButton.addEventListener("click", showKeys);
+    if (document.body.dataset.page === "operations") operationsKeys();
     countdowns();
     setInterval(countdowns, 1000);
   });

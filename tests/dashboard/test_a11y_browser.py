@@ -45,6 +45,7 @@ def _desk_data(carol) -> dict[str, str]:
     done = factories.session(title="Where is my order?")
     for _ in range(8):  # enough events that the activity list scrolls
         factories.turn(done)
+    factories.finished_call(owner=done)  # a tool output as fields, a timeline
     waiting = factories.pending_approval()
     doubt = factories.parked_call(call_status=ToolCall.Status.IN_DOUBT)
     Job.objects.create(
@@ -103,8 +104,21 @@ def test_no_serious_or_critical_axe_violation_on_any_desk_page(web, browser, car
     for name, url in pages.items():
         page.goto(url)
         expect(page.locator("main")).to_be_visible()
+        if name == "operations":  # uPlot has drawn every chart
+            expect(page.locator("figure.ops-chart.drawn")).to_have_count(5)
         found[name] = serious_violations(page)
-    assert len(found) == len(pages) + 1
+
+    # What the keyboard opens: every timeline and raw output, then the keys.
+    page.goto(pages["session-finished"])
+    page.locator("h1").click()
+    page.keyboard.press("t")
+    page.keyboard.press("o")
+    expect(page.locator("details.timeline[open]").first).to_be_visible()
+    found["session-opened"] = serious_violations(page)
+    page.keyboard.press("?")
+    expect(page.locator("#key-help")).to_be_visible()
+    found["keys"] = serious_violations(page)
+    assert len(found) == len(pages) + 3
     problems = {name: lines for name, lines in found.items() if lines}
     report = "\n".join(f"{name}: {line}" for name, lines in problems.items() for line in lines)
     assert problems == {}, report

@@ -74,4 +74,20 @@ def test_the_list_says_replied_refunded_waiting_and_failed_after_real_turns(
     # The last turn's cost, from the recorded usage at the configured prices.
     cost = page.locator(f"#session-{refund.id} td.num").first
     expect(cost).to_have_text(re.compile(r"^~?\$\d+\.\d{4}$"))
+
+    # The refund's session page: the real turn's timeline, model and tool
+    # steps in the order they ran, and the order look-up as fields.
+    page.goto(f"/sessions/{refund.id}/")
+    turn = Turn.objects.get(session=refund, number=1)
+    timeline = page.locator(f"#turn-{turn.id}-timeline")
+    timeline.locator("summary").click()
+    steps = timeline.locator(".wf-step")
+    expect(steps.first).to_be_visible()
+    kinds = [s.get_attribute("data-kind") for s in steps.all()]
+    labels = steps.locator(".wf-label").all_inner_texts()
+    assert kinds[0] == "model" and kinds[-1] == "model" and "tool" in kinds, kinds
+    tools = [label.split(" ")[0] for label, kind in zip(labels, kinds) if kind == "tool"]
+    assert tools.index("lookup_order") < tools.index("issue_refund") < tools.index("send_reply")
+    order = page.locator(".toolcall", has=page.locator("code.tc-name", has_text="lookup_order"))
+    expect(order.locator(".fields")).to_contain_text("$58.00")  # the order's total, read
     assert seen == {"dialogs": [], "errors": [], "csp": []}

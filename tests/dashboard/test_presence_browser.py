@@ -13,6 +13,7 @@ from playwright.sync_api import Page, expect
 
 from tests.dashboard import factories
 from tests.dashboard.conftest import daphne, login
+from tests.dashboard.test_a11y_browser import serious_violations
 from tests.dashboard.test_browser import _watch
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -62,6 +63,7 @@ def test_two_viewers_of_a_session_see_each_other_within_2s_and_a_closed_tab_goes
     # The inline approval card on the page shows them too.
     card = f"approval:{call.approval.id}"
     expect(_presence(first, card)).to_contain_text("bob", timeout=SEEN_MS)
+    assert serious_violations(first) == []  # axe, with the names shown
 
     second.close()  # the tab goes
     expect(_presence(first, topic)).to_be_hidden(timeout=GONE_MS)
