@@ -26,6 +26,10 @@
     const d = new Date(ts * 1000);
     return two(d.getUTCHours()) + ":" + two(d.getUTCMinutes());
   };
+  const day = (ts) => {
+    const d = new Date(ts * 1000);
+    return two(d.getUTCMonth() + 1) + "-" + two(d.getUTCDate());
+  };
   const fmt = (v, unit) => {
     if (v === null || v === undefined) return "nothing";
     const n = Math.abs(v) >= 100 || Number.isInteger(v) ? v.toFixed(0) : v >= 1 ? v.toFixed(2) : String(Number(v.toPrecision(3)));
@@ -63,9 +67,20 @@
       tzDate: utc,
       legend: { show: true, live: true },
       cursor: { points: { show: true }, drag: { x: false, y: false } },
-      scales: { x: { time: true }, y: { range: (u, min, max) => [0, Math.max(1, max || 0) * 1.1] } },
+      scales: {
+        // Each bar covers its bucket, starting at its time: room for the last one.
+        x: { time: true, range: (u, min, max) => [min, max + data.width_s] },
+        // From zero; an empty chart still has a scale (a cent, a second, one).
+        y: { range: (u, min, max) => [0, Math.max(data.unit === "USD" ? 0.01 : 1, max || 0) * 1.1] },
+      },
       axes: [
-        { label: "UTC", stroke: "#3b4450", grid: { stroke: "#e2e8f0" }, ticks: { stroke: "#94a3b8" } },
+        {
+          label: "UTC",
+          stroke: "#3b4450",
+          grid: { stroke: "#e2e8f0" },
+          ticks: { stroke: "#94a3b8" },
+          values: (u, splits) => splits.map((ts) => (hhmm(ts) === "00:00" ? day(ts) : hhmm(ts))),
+        },
         {
           label: data.unit || "count",
           stroke: "#3b4450",
@@ -80,8 +95,8 @@
         {
           label: data.title,
           stroke: color,
-          fill: color + "55",
-          width: 1,
+          fill: color + "cc",
+          width: 0,
           paths: window.uPlot.paths.bars({ size: [0.9, 40], align: 1 }),
           points: { show: false },
           value: (u, v) => fmt(v, data.unit),

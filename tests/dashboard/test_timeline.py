@@ -100,3 +100,21 @@ def test_the_session_page_draws_every_turns_timeline_in_one_query(client, alice)
     assert body.count('<details class="timeline"') == 7
     assert 'class="wf-step wf-approval wf-open"' in body
     assert '<rect class="wf-bar" x="' in body and "style=" not in body.split("<main>", 1)[1]
+
+
+def test_hostile_text_in_a_step_label_is_escaped(client, alice):
+    call = factories.finished_call()
+    reason = '<script>alert(1)</script><img src=x onerror=alert(2)>\u202e' + "W" * 500
+    factories.append(
+        call.session_id,
+        EventSpec("model.failed", {"reason": reason, "attempt": 1}, call.turn_id, "w1"),
+    )
+    client.force_login(alice)
+
+    body = client.get(f"/sessions/{call.session_id}/").content.decode()
+
+    timeline = body[body.index(f'id="turn-{call.turn_id}-timeline"') :]
+    timeline = timeline[: timeline.index("</details>")]
+    assert 'class="wf-step wf-failure"' in timeline
+    assert "<script>" not in timeline and "<img" not in timeline and "\u202e" not in timeline
+    assert "Model call failed: &lt;script&gt;alert(1)&lt;/script&gt;&lt;img" in timeline
