@@ -86,7 +86,9 @@ def test_the_list_says_replied_refunded_waiting_and_failed_after_real_turns(
     kinds = [s.get_attribute("data-kind") for s in steps.all()]
     labels = steps.locator(".wf-label").all_inner_texts()
     assert kinds[0] == "model" and kinds[-1] == "model" and "tool" in kinds, kinds
-    tools = [label.split(" ")[0] for label, kind in zip(labels, kinds) if kind == "tool"]
+    tools = [
+        label.split(" ")[0] for label, kind in zip(labels, kinds, strict=True) if kind == "tool"
+    ]
     assert tools.index("lookup_order") < tools.index("issue_refund") < tools.index("send_reply")
     order = page.locator(".toolcall", has=page.locator("code.tc-name", has_text="lookup_order"))
     expect(order.locator(".fields")).to_contain_text("$58.00")  # the order's total, read

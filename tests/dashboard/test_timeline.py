@@ -104,7 +104,7 @@ def test_the_session_page_draws_every_turns_timeline_in_one_query(client, alice)
 
 def test_hostile_text_in_a_step_label_is_escaped(client, alice):
     call = factories.finished_call()
-    reason = '<script>alert(1)</script><img src=x onerror=alert(2)>\u202e' + "W" * 500
+    reason = "<script>alert(1)</script><img src=x onerror=alert(2)>\u202e" + "W" * 500
     factories.append(
         call.session_id,
         EventSpec("model.failed", {"reason": reason, "attempt": 1}, call.turn_id, "w1"),
