@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from agents.runtime import engine, sweeper
+from agents.runtime import dispatch, engine, sweeper
 
 
 @shared_task(name="agents.advance_session", acks_late=True)
 def advance_session(session_id: int) -> None:
-    sweeper.clear_marker(session_id)
+    dispatch.clear_mark(session_id)
     engine.advance(session_id)
 
 
