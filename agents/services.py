@@ -261,7 +261,7 @@ def turn_cancel(*, session_id: int, user: AbstractBaseUser | None) -> Session:
             raise Conflict("nothing to cancel", current=runtime.session.status)
         events.append(runtime, specs)
         dispatch.enqueue_on_commit(session_id)
-    from agents.capabilities.subagents import cancel_children  # children go with the parent
+    from capabilities.subagents import cancel_children  # children go with the parent
 
     cancel_children(session_id, user=user)
     return runtime.session

@@ -28,8 +28,9 @@ from typing import Any
 
 from agents.model.base import ModelReply, ModelRequest
 from agents.tools.base import Kind, Tool, ToolContext, ToolOutput
-from agents.tools.registry import Profile, register_profile
+from agents.tools.profile import Profile
 from bench import workload
+from capabilities.registry import register_profile
 
 STEP_COUNTS = (10, 50, 200)
 REAL_PROFILE = "bench_real"

@@ -1,13 +1,13 @@
 """What agents may do, as admins configure it, and the links between sessions.
 
 The runtime side (providers, profile resolution, sub-agents) lives in
-agents/capabilities/; this app only holds the rows:
+capabilities/; this app only holds the rows:
 
 - AgentProfile + ToolPolicy: a profile's capabilities and per-tool policy.
   A profile with a row here is resolved from its policies alone (least
   privilege: a capability without an enabled policy is not offered); a
   profile without a row keeps the tools declared in code
-  (agents/tools/registry.py).
+  (capabilities/registry.py).
 - PolicyChange: who changed which profile or policy, when, and how.
 - McpToolList: the tools an MCP server last said it has (a cache every
   worker shares, so a server that is down still has its tools offered and

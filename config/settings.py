@@ -224,7 +224,7 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": env_float("AGENTDESK_JOB_SWEEP_INTERVAL_S", 30.0),
         "options": {"priority": 0},
     },
-    # Sub-agents (agents/capabilities/subagents.py): answers and cancels the
+    # Sub-agents (capabilities/subagents.py): answers and cancels the
     # immediate hooks missed (a worker died between the two commits).
     "settle-subagents": {
         "task": "capabilities.settle_subagents",
@@ -343,13 +343,13 @@ AGENTDESK_SWEEP_GRACE_S = env_float("AGENTDESK_SWEEP_GRACE_S", 2.0)
 AGENTDESK_SWEEP_INTERVAL_S = env_float("AGENTDESK_SWEEP_INTERVAL_S", 2.0)
 AGENTDESK_TOOL_RETRIES = env_int("AGENTDESK_TOOL_RETRIES", 3)
 
-# --- Capabilities (agents/capabilities/) -----------------------------------
+# --- Capabilities (capabilities/) -----------------------------------
 # MCP servers, as JSON: {"docs": {"transport": "stdio", "command": ["python",
 # "srv.py"], "env": {"TOKEN": "${DOCS_TOKEN}"}}, "crm": {"transport": "http",
 # "url": "https://crm/mcp", "headers": {"Authorization": "Bearer ${CRM_TOKEN}"},
 # "tools": {"create_case": {"kind": "idempotent_by_key"}}}}. ${VAR} is read
 # from this process's environment: secrets come from configuration, never
-# from the model. See agents/capabilities/mcp.py for every key.
+# from the model. See capabilities/mcp.py for every key.
 AGENTDESK_MCP_SERVERS = env_json("AGENTDESK_MCP_SERVERS", {})
 AGENTDESK_MCP_TIMEOUT_S = env_float("AGENTDESK_MCP_TIMEOUT_S", 15.0)
 AGENTDESK_MCP_LIST_TTL_S = env_float("AGENTDESK_MCP_LIST_TTL_S", 300.0)

@@ -66,7 +66,7 @@ class NotSent(Exception):
 
 class Waiting(Exception):
     """The call goes on elsewhere (a sub-agent's session): the runtime parks
-    the turn until it answers (agents/capabilities/subagents.py)."""
+    the turn until it answers (capabilities/subagents.py)."""
 
 
 @dataclass(frozen=True)
