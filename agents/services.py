@@ -17,9 +17,10 @@ from django.db import connection, transaction
 from django.db.models import Field
 from django.utils import timezone
 
-from agents import budgets, events, followups
+from agents import budgets, events
 from agents.errors import Conflict
 from agents.events import EventSpec
+from agents.features import followups
 from agents.models import Event, Session, SessionRuntime, ToolCall, Turn
 from agents.runtime import dispatch, store
 from agents.transitions import check_tool_move

@@ -212,7 +212,7 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": env_float("AGENTDESK_EXPIRE_INTERVAL_S", 5.0),
         "options": {"priority": 0},
     },
-    # Follow-ups, jobs and retention (agents/followups.py, jobs.py, retention.py):
+    # Follow-ups, jobs and retention (agents/features/followups.py, jobs.py, retention.py):
     # each task re-reads Postgres, so a duplicate tick (two beats) is harmless.
     "fire-followups": {
         "task": "agents.fire_followups",
@@ -358,13 +358,13 @@ AGENTDESK_MCP_RETRY_LIST_S = env_float("AGENTDESK_MCP_RETRY_LIST_S", 30.0)
 AGENTDESK_CAPABILITY_CACHE_S = env_float("AGENTDESK_CAPABILITY_CACHE_S", 5.0)
 AGENTDESK_SUBAGENT_MAX_DEPTH = env_int("AGENTDESK_SUBAGENT_MAX_DEPTH", 3)
 
-# Jobs (agents/jobs.py): attempts before a job is dead, backoff between them,
+# Jobs (agents/features/jobs.py): attempts before a job is dead, backoff between them,
 # and how long a running attempt may go without progress before it is failed.
 AGENTDESK_JOB_MAX_ATTEMPTS = env_int("AGENTDESK_JOB_MAX_ATTEMPTS", 3)
 AGENTDESK_JOB_BACKOFF_S = env_float("AGENTDESK_JOB_BACKOFF_S", 10.0)
 AGENTDESK_JOB_BACKOFF_MAX_S = env_float("AGENTDESK_JOB_BACKOFF_MAX_S", 600.0)
 AGENTDESK_JOB_STALE_S = env_float("AGENTDESK_JOB_STALE_S", 900.0)
-# Retention (agents/retention.py): closed sessions (idle, failed, canceled)
+# Retention (agents/features/retention.py): closed sessions (idle, failed, canceled)
 # not updated for this many days have their transcript and events archived
 # (gzip JSON in agents_sessionarchive) and deleted, in batches. 0 disables.
 AGENTDESK_RETENTION_DAYS = env_int("AGENTDESK_RETENTION_DAYS", 30)

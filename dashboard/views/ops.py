@@ -12,8 +12,9 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from agents import followups, forks, jobs, selectors
+from agents import selectors
 from agents.errors import ServiceError
+from agents.features import followups, forks, jobs
 from agents.models import Job, Session
 from dashboard.inputs import strict_int
 from dashboard.views.common import back, desk_view, invalid, refused
