@@ -1,4 +1,5 @@
-"""Work that outlives a turn: follow-ups, jobs, forks, storage.
+"""The desk for work that outlives a turn (agents/features/): follow-ups, jobs,
+forks, storage. (The /ops/ page is views/operations.py.)
 
 Thin like the other views: permission, parse, one service call, a partial
 (htmx) or a redirect back (a plain form post).
