@@ -36,8 +36,8 @@ from django.conf import settings
 from django.utils import timezone
 
 from agents import budgets
-from agents.model import get_model_client
-from agents.model.base import ModelAborted, ModelReply, ModelRequest, ModelUnavailable
+from agents.llm import get_model_client
+from agents.llm.base import ModelAborted, ModelReply, ModelRequest, ModelUnavailable
 from agents.models import ToolCall
 from agents.observability import observe
 from agents.runtime import cancel, dispatch, live, memory, ownership, store, tooling

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agents.model.base import ModelRequest
+from agents.llm.base import ModelRequest
 from agents.runtime.engine import build_messages
 from bench import plugin, workload
 from capabilities.profiles import get_profile

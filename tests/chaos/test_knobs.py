@@ -136,7 +136,7 @@ def test_a_task_whose_worker_dies_is_delivered_again_after_the_visibility_timeou
 def _model_step_worst_s() -> float:
     """A model step: the SDK's attempts, each up to the model timeout, and the
     SDK's backoff between them (anthropic caps one wait at 8 s)."""
-    from agents.model.anthropic import AnthropicModel
+    from agents.llm.anthropic import AnthropicModel
 
     client = AnthropicModel().client
     attempts = client.max_retries + 1
