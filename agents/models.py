@@ -1,6 +1,6 @@
 """Durable state of agent sessions: sessions, turns, transcript, tool calls, events.
 
-Statuses change in exactly one place each (agents/runtime/transitions.py and
+Statuses change in exactly one place each (agents/runtime/store/control.py and
 the raw statements of agents/runtime/store/hot.py); the CheckConstraints here are
 the database's backstop against anything else.
 

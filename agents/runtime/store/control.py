@@ -1,4 +1,5 @@
-"""The rarer transitions: marking a call before it leaves, parking for a
+"""The control transitions (DESIGN: a step that is neither a model call nor a
+tool call) and the rarer writes: marking a call before it leaves, parking for a
 human, in doubt, cancel, failure, backoff.
 
 Each runs in `transaction.atomic()` with the session's runtime row locked
