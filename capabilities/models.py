@@ -21,12 +21,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-
-class Kind(models.TextChoices):
-    # The same words as agents/tools/base.py::Kind.
-    READ_ONLY = "read_only"
-    IDEMPOTENT_BY_KEY = "idempotent_by_key"
-    NOT_IDEMPOTENT = "not_idempotent"
+from agents.tools.base import Kind  # a tool's kind, one definition
 
 
 class AgentProfile(models.Model):
