@@ -1,6 +1,6 @@
 """Durable state of agent sessions: sessions, turns, transcript, tool calls, events.
 
-Statuses change in exactly one place each (agents/runtime/transitions.py and
+Statuses change in exactly one place each (agents/runtime/store/control.py and
 the raw statements of agents/runtime/store/hot.py); the CheckConstraints here are
 the database's backstop against anything else.
 
@@ -116,7 +116,7 @@ class Session(models.Model):
     )
     title = models.CharField(max_length=300, blank=True)
     # Not indexed: read by equality only when an admin starts a bulk job for
-    # a customer (agents/jobs.py), while an index would be written on every
+    # a customer (agents/features/jobs.py), while an index would be written on every
     # session status change (twice per turn, non-HOT).
     customer = models.CharField(max_length=200, blank=True)
     context = models.JSONField(default=dict, blank=True)  # ticket / customer facts
@@ -148,7 +148,7 @@ class Session(models.Model):
             _status_constraint("session_status_valid", SessionStatus),
             # A constraint rather than unique=True: no LIKE twin, which every
             # status change would write too (key prefixes are only searched by
-            # forks, rarely, in agents/forks.py).
+            # forks, rarely, in agents/features/forks.py).
             models.UniqueConstraint(fields=["key"], name="session_key_unique"),
         ]
         indexes = [
@@ -446,7 +446,7 @@ class InboundDelivery(models.Model):
 
 class FollowUp(models.Model):
     """A durable "wake this session later" (the agent's schedule_followup tool,
-    or a person). Fired by beat (agents/followups.py): the row is claimed with
+    or a person). Fired by beat (agents/features/followups.py): the row is claimed with
     FOR UPDATE SKIP LOCKED and marked fired in the same transaction that posts
     its message into the session, so it fires exactly once, whatever restarts
     or how many beat processes run.
@@ -501,7 +501,7 @@ class JobStatus(models.TextChoices):
 
 class Job(models.Model):
     """Long-running or bulk work run as queued Celery work, not inside a turn
-    (agents/jobs.py). Each item is done idempotently, so a retried attempt
+    (agents/features/jobs.py). Each item is done idempotently, so a retried attempt
     carries on where the last one stopped."""
 
     Status = JobStatus
@@ -534,7 +534,7 @@ class Job(models.Model):
 
 class SessionArchive(models.Model):
     """What retention removed from a closed session: its transcript rows and
-    events up to a point, as gzip-compressed JSON (agents/retention.py)."""
+    events up to a point, as gzip-compressed JSON (agents/features/retention.py)."""
 
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="archives")
     upto_position = models.IntegerField()  # transcript rows with position < this

@@ -17,9 +17,10 @@ from django.db import connection, transaction
 from django.db.models import Field
 from django.utils import timezone
 
-from agents import budgets, events, followups
+from agents import budgets, events
 from agents.errors import Conflict
 from agents.events import EventSpec
+from agents.features import followups
 from agents.models import Event, Session, SessionRuntime, ToolCall, Turn
 from agents.runtime import dispatch, store
 from agents.transitions import check_tool_move
@@ -261,7 +262,7 @@ def turn_cancel(*, session_id: int, user: AbstractBaseUser | None) -> Session:
             raise Conflict("nothing to cancel", current=runtime.session.status)
         events.append(runtime, specs)
         dispatch.enqueue_on_commit(session_id)
-    from agents.capabilities.subagents import cancel_children  # children go with the parent
+    from capabilities.subagents import cancel_children  # children go with the parent
 
     cancel_children(session_id, user=user)
     return runtime.session

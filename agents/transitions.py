@@ -23,7 +23,7 @@ TURN_MOVES: dict[str, frozenset[str]] = {
 TOOL_MOVES: dict[str, frozenset[str]] = {
     C.PENDING: frozenset({C.RUNNING, C.WAITING, C.FAILED, C.CANCELED}),
     # A call waiting on a sub-agent is settled with the child's answer
-    # (agents/capabilities/subagents.py): succeeded or failed.
+    # (capabilities/subagents.py): succeeded or failed.
     C.WAITING: frozenset({C.APPROVED, C.DENIED, C.CANCELED, C.SUCCEEDED, C.FAILED}),
     C.APPROVED: frozenset({C.RUNNING, C.CANCELED}),
     # ...and a running delegate call parks on its child (waiting).

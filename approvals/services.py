@@ -22,9 +22,9 @@ from agents.models import ToolCall
 from agents.observability import observe
 from agents.runtime import store
 from agents.services import resume_if_unblocked
-from agents.tools.registry import get_profile
 from agents.transitions import check_tool_move
 from approvals.models import Approval, Decision, arguments_hash
+from capabilities.profiles import get_profile
 
 C = ToolCall.Status
 A = Approval.Status

@@ -82,7 +82,7 @@ class McpToolListAdmin(ReadOnly):
 
     @admin.action(description="Ask the server for its tools now")
     def refresh(self, request, queryset):
-        from agents.capabilities import mcp
+        from capabilities import mcp
 
         configs = mcp.servers()
         for row in queryset:

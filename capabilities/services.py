@@ -82,7 +82,7 @@ def policy_delete(*, user, obj: AgentProfile | ToolPolicy) -> None:
 
 def profile_from_code(*, user, name: str) -> AgentProfile:
     """Take a code profile over as rows an admin can edit (same tools, default policy)."""
-    from agents.tools.registry import code_profile
+    from capabilities.registry import code_profile
 
     code = code_profile(name)
     if code is None:

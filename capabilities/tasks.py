@@ -1,4 +1,4 @@
-"""Celery interface of the capability runtime: thin tasks, see agents/capabilities/."""
+"""Celery interface of the capability runtime: thin tasks, see capabilities/."""
 
 from __future__ import annotations
 
@@ -7,6 +7,6 @@ from celery import shared_task
 
 @shared_task(name="capabilities.settle_subagents", acks_late=True, ignore_result=True)
 def settle_subagents() -> dict[str, int]:
-    from agents.capabilities.subagents import sweep
+    from capabilities.subagents import sweep
 
     return sweep()

@@ -36,9 +36,8 @@ from django.conf import settings
 from django.utils import timezone
 
 from agents import budgets
-from agents.capabilities import subagents
-from agents.model import get_model_client
-from agents.model.base import ModelAborted, ModelReply, ModelRequest, ModelUnavailable
+from agents.llm import get_model_client
+from agents.llm.base import ModelAborted, ModelReply, ModelRequest, ModelUnavailable
 from agents.models import ToolCall
 from agents.observability import observe
 from agents.runtime import cancel, dispatch, live, memory, ownership, store, tooling
@@ -47,9 +46,11 @@ from agents.runtime.state import CallState, Claimed
 from agents.runtime.store import budget as budget_store
 from agents.runtime.store import pool
 from agents.tools.base import Kind, Tool, ToolContext
-from agents.tools.registry import Profile, get_profile, turn_call_names
+from agents.tools.profile import Profile, turn_call_names
 from approvals.models import arguments_hash
 from approvals.policies import Requirement
+from capabilities import subagents
+from capabilities.profiles import get_profile
 
 log = logging.getLogger(__name__)
 S = ToolCall.Status

@@ -142,7 +142,7 @@ def schedule_followup(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
     # Our own database, keyed by the call's idempotency key: a re-sent call
     # (a worker died after the commit) finds the row the first one made.
     from agents.errors import ServiceError
-    from agents.followups import followup_schedule
+    from agents.features.followups import followup_schedule
 
     try:
         row, created = followup_schedule(

@@ -10,14 +10,14 @@ no-store keeps customers' data off the browser's disk.
 """
 
 from dashboard.views.approvals import approval_card, approval_check, approval_decide, approvals
-from dashboard.views.history import history, history_export
-from dashboard.views.ops import (
+from dashboard.views.features import (
     customer_retriage,
     followup_cancel,
     job_retry,
     jobs_page,
     session_fork,
 )
+from dashboard.views.history import history, history_export
 from dashboard.views.sessions import (
     session,
     session_cancel,

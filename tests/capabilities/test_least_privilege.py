@@ -8,8 +8,8 @@ import pytest
 from django.test import Client
 
 from agents.models import Event, ToolCall
-from agents.tools.registry import get_profile
 from capabilities.models import PolicyChange, ToolPolicy
+from capabilities.profiles import get_profile
 from tests.agents.helpers import assert_invariants, wait_turn
 from tests.capabilities.conftest import make_profile, start_session
 

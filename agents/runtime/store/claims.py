@@ -36,13 +36,13 @@ from agents.models import (
 from agents.runtime import ownership
 from agents.runtime.ownership import Owner
 from agents.runtime.state import CallState, Claimed
-from agents.runtime.store.lock import lock_session
-from agents.runtime.store.transitions import (
+from agents.runtime.store.control import (
     cancel_open_calls,
     finish_turn,
     move_turn,
     set_session_status,
 )
+from agents.runtime.store.lock import lock_session
 
 log = logging.getLogger(__name__)
 C = ToolCall.Status

@@ -59,8 +59,6 @@ from mcp import ClientSession, types
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
-from agents.capabilities import mcp_sessions
-from agents.capabilities.names import PROVIDER_RE, safe_tool_name
 from agents.tools.base import (
     Kind,
     NotSent,
@@ -70,6 +68,8 @@ from agents.tools.base import (
     ToolError,
     ToolOutput,
 )
+from capabilities import mcp_sessions
+from capabilities.names import PROVIDER_RE, safe_tool_name
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,5 @@
-"""The rarer transitions: marking a call before it leaves, parking for a
+"""The control transitions (DESIGN: a step that is neither a model call nor a
+tool call) and the rarer writes: marking a call before it leaves, parking for a
 human, in doubt, cancel, failure, backoff.
 
 Each runs in `transaction.atomic()` with the session's runtime row locked
@@ -21,6 +22,7 @@ from agents.observability import observe
 from agents.runtime.state import CallState, Claimed
 from agents.runtime.store.lock import lock_session
 from agents.transitions import check_tool_move, check_turn_move
+from approvals import hot as approval_rows
 
 C = ToolCall.Status
 T = Turn.Status
@@ -140,8 +142,6 @@ def cancel_open_calls(
     """Give every call of the turn without a result a tool_result (canceled,
     or unknown for one that may have left), so the transcript stays valid and
     the session can take new turns."""
-    from approvals.models import Approval
-
     now = timezone.now()
     open_calls = ToolCall.objects.filter(  # through the session's index
         session_id=turn.session_id, turn=turn, result_position__isnull=True
@@ -183,9 +183,7 @@ def cancel_open_calls(
         call.is_error, call.finished_at = True, call.finished_at or now
         call.save(update_fields=["status", "result_position", "is_error", "finished_at"])
         runtime.transcript_len += 1
-    canceled = Approval.objects.filter(turn=turn, status=Approval.Status.PENDING).update(
-        status=Approval.Status.CANCELED, decided_at=now
-    )
+    canceled = approval_rows.cancel_pending(turn_id=turn.id, now=now)
     if canceled:
         specs.append(EventSpec("approval.canceled", {"count": canceled}, turn.id, actor))
 

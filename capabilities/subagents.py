@@ -89,8 +89,8 @@ def _delegate(profile: str, ctx: ToolContext, arguments: dict[str, Any]) -> Tool
 
 def _start_child(call: ToolCall, profile: str, arguments: dict[str, Any]):
     from agents import services
-    from agents.tools.registry import get_profile
     from capabilities.models import SubagentLink
+    from capabilities.profiles import get_profile
 
     parent = call.session
     if parent.key.count("/") >= settings.AGENTDESK_SUBAGENT_MAX_DEPTH:

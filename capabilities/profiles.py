@@ -21,9 +21,10 @@ import time
 
 from django.conf import settings
 
-from agents.capabilities import mcp, names, subagents
 from agents.tools.base import Kind, Tool, ToolContext, ToolError, ToolOutput
-from agents.tools.registry import Profile, ToolRule, code_profile, code_tools
+from agents.tools.profile import Profile, ToolRule
+from capabilities import mcp, names, subagents
+from capabilities.registry import code_profile, code_tools
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,13 @@ def resolve_profile(name: str) -> Profile | None:
     profile = _build(name)
     with _cache_lock:
         _cache[name] = (now + settings.AGENTDESK_CAPABILITY_CACHE_S, profile)
+    return profile
+
+
+def get_profile(name: str) -> Profile:
+    profile = resolve_profile(name)
+    if profile is None:
+        raise LookupError(f"unknown agent profile {name!r}")
     return profile
 
 

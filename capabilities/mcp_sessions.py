@@ -1,4 +1,4 @@
-"""MCP client sessions kept open per process (agents/capabilities/mcp.py uses them).
+"""MCP client sessions kept open per process (capabilities/mcp.py uses them).
 
 A session per call cost a server process start per call over stdio (1.7-3 s
 under load) and a handshake per call over HTTP (bench/mcp_calls.py). Here a
@@ -54,7 +54,7 @@ from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from agents.per_process import PerProcess
 
 if TYPE_CHECKING:
-    from agents.capabilities.mcp import ServerConfig
+    from capabilities.mcp import ServerConfig
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -118,7 +118,7 @@ async def connect(
     on_refused: Callable[[], None] = lambda: None,
 ) -> AsyncIterator[ClientSession]:
     """One initialized session with the server, closed on leaving."""
-    from agents.capabilities.mcp import expand
+    from capabilities.mcp import expand
 
     async with contextlib.AsyncExitStack() as stack:
         if config.transport == "stdio":
