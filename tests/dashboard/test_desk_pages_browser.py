@@ -85,7 +85,8 @@ def test_tool_output_fields_timeline_and_keys_on_the_session_page(web, browser, 
     expect(help_).to_be_hidden()
     page.get_by_role("button", name=re.compile("Keys")).click()  # the mouse way
     expect(help_).to_be_visible()
-    page.keyboard.press("Escape")
+    help_.get_by_role("button", name=re.compile("Close")).click()
+    expect(help_).to_be_hidden()
     assert seen == {"dialogs": [], "errors": [], "csp": []}
 
 
