@@ -115,48 +115,79 @@ def build(events: list[Event], *, now: datetime) -> Timeline:
     from `ms` is only as exact as the clocks of the workers."""
     if not events:
         return Timeline()
-    steps: list[Step] = []
-    waiting: dict[str, Step] = {}  # tool_use_id -> an open approval wait
-    doubt: dict[str, Step] = {}
-    for e in events:
-        d, at = e.data or {}, e.created_at
-        if e.kind == "model.replied":
-            calls = d.get("tool_calls") or []
-            names = [c.get("name", "?") if isinstance(c, dict) else str(c) for c in calls]
-            usage = d.get("usage") or {}
-            asks = f" → {', '.join(names)}" if names else f" ({d.get('stop_reason', '')})"
-            label = f"Model{asks} · {usage.get('input', 0)} in / {usage.get('output', 0)} out"
-            steps.append(Step("model", label, _before(at, d.get("ms")), at))
-        elif e.kind == "model.failed":
-            label = f"Model call failed: {str(d.get('reason', ''))[:120]}"
-            steps.append(Step("failure", label, _before(at, d.get("ms")), at))
-        elif e.kind == "tool.finished":
-            again = " (re-issued after a crash)" if d.get("reissued") else ""
-            label = f"{d.get('name', 'tool')} {d.get('status', '')}{again}"
-            steps.append(Step("tool", label, _before(at, d.get("ms")), at))
-        elif e.kind == "approval.requested":
-            step = Step("approval", f"Waiting for approval ({d.get('policy', '')})", at, now, True)
-            waiting[str(d.get("tool_use_id", ""))] = step
-            steps.append(step)
-        elif e.kind in ("approval.decided", "approval.expired", "approval.canceled"):
-            for step in _closing(waiting, d):
-                outcome = d.get("decision") or e.kind.split(".", 1)[1]
-                step.label = f"Approval {outcome} ({step.label.split('(', 1)[-1]}"
-                step.end, step.open = at, False
-        elif e.kind == "tool.in_doubt":
-            step = Step("doubt", f"{d.get('name', 'tool')} in doubt", at, now, True)
-            doubt[str(d.get("tool_use_id", ""))] = step
-            steps.append(step)
-        elif e.kind == "tool.resolved":
-            for step in _closing(doubt, d):
-                step.label += f", resolved as {d.get('resolution', '')}"
-                step.end, step.open = at, False
-        elif e.kind == "recovery":
-            stalled = float(d.get("stalled_s") or 0)
-            label = f"Recovered: {d.get('previous_owner', 'a worker')} stopped"
-            steps.append(Step("recovery", label, at - timedelta(seconds=stalled), at))
+    steps = _Steps(now)
+    for event in events:
+        handler = getattr(steps, "on_" + event.kind.replace(".", "_"), None)
+        if handler is not None:
+            handler(event.data or {}, event.created_at)
     ended = next((e.created_at for e in reversed(events) if e.kind in ENDS), None)
-    return _scaled(steps, events[0].created_at, ended or now)
+    return _scaled(steps.steps, events[0].created_at, ended or now)
+
+
+class _Steps:
+    """Steps as the events of a turn come, one method per event kind."""
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+        self.steps: list[Step] = []
+        self.waiting: dict[str, Step] = {}  # tool_use_id -> an open approval wait
+        self.doubt: dict[str, Step] = {}  # tool_use_id -> an open doubt
+
+    def add(self, step: Step) -> Step:
+        self.steps.append(step)
+        return step
+
+    def on_model_replied(self, d: dict[str, Any], at: datetime) -> None:
+        calls = d.get("tool_calls") or []
+        names = [c.get("name", "?") if isinstance(c, dict) else str(c) for c in calls]
+        usage = d.get("usage") or {}
+        asks = f" → {', '.join(names)}" if names else f" ({d.get('stop_reason', '')})"
+        label = f"Model{asks} · {usage.get('input', 0)} in / {usage.get('output', 0)} out"
+        self.add(Step("model", label, _before(at, d.get("ms")), at))
+
+    def on_model_failed(self, d: dict[str, Any], at: datetime) -> None:
+        label = f"Model call failed: {str(d.get('reason', ''))[:120]}"
+        self.add(Step("failure", label, _before(at, d.get("ms")), at))
+
+    def on_tool_finished(self, d: dict[str, Any], at: datetime) -> None:
+        again = " (re-issued after a crash)" if d.get("reissued") else ""
+        label = f"{d.get('name', 'tool')} {d.get('status', '')}{again}"
+        self.add(Step("tool", label, _before(at, d.get("ms")), at))
+
+    def on_approval_requested(self, d: dict[str, Any], at: datetime) -> None:
+        label = f"Waiting for approval ({d.get('policy', '')})"
+        self.waiting[str(d.get("tool_use_id", ""))] = self.add(
+            Step("approval", label, at, self.now, True)
+        )
+
+    def on_approval_decided(self, d: dict[str, Any], at: datetime, outcome: str = "") -> None:
+        for step in _closing(self.waiting, d):
+            policy = step.label.split("(", 1)[-1]
+            step.label = f"Approval {d.get('decision') or outcome} ({policy}"
+            step.end, step.open = at, False
+
+    def on_approval_expired(self, d: dict[str, Any], at: datetime) -> None:
+        self.on_approval_decided(d, at, "expired")
+
+    def on_approval_canceled(self, d: dict[str, Any], at: datetime) -> None:
+        self.on_approval_decided(d, at, "canceled")
+
+    def on_tool_in_doubt(self, d: dict[str, Any], at: datetime) -> None:
+        label = f"{d.get('name', 'tool')} in doubt"
+        self.doubt[str(d.get("tool_use_id", ""))] = self.add(
+            Step("doubt", label, at, self.now, True)
+        )
+
+    def on_tool_resolved(self, d: dict[str, Any], at: datetime) -> None:
+        for step in _closing(self.doubt, d):
+            step.label += f", resolved as {d.get('resolution', '')}"
+            step.end, step.open = at, False
+
+    def on_recovery(self, d: dict[str, Any], at: datetime) -> None:
+        stalled = d.get("stalled_s")
+        seconds = float(stalled) if isinstance(stalled, int | float) else 0.0
+        label = f"Recovered: {d.get('previous_owner', 'a worker')} stopped"
+        self.add(Step("recovery", label, at - timedelta(seconds=max(0.0, seconds)), at))
 
 
 def _before(at: datetime, ms: Any) -> datetime:
