@@ -94,11 +94,14 @@ def _desk_data(carol) -> dict[str, str]:
     }
 
 
-def test_no_serious_or_critical_axe_violation_on_any_desk_page(web, browser, carol):
+def test_no_serious_or_critical_axe_violation_on_any_desk_page(web, browser, carol, dave):
     pages = _desk_data(carol)
     anonymous = browser.new_context(base_url=web.url).new_page()
     anonymous.goto("/login/")
     found = {"login": serious_violations(anonymous)}
+    roleless = login(browser, web, "dave")  # logged in, no desk role: the 403 page
+    expect(roleless.locator("h1")).to_have_text("Not allowed")
+    found["forbidden"] = serious_violations(roleless)
 
     page = login(browser, web, "carol")
     for name, url in pages.items():
@@ -118,7 +121,7 @@ def test_no_serious_or_critical_axe_violation_on_any_desk_page(web, browser, car
     page.keyboard.press("?")
     expect(page.locator("#key-help")).to_be_visible()
     found["keys"] = serious_violations(page)
-    assert len(found) == len(pages) + 3
+    assert len(found) == len(pages) + 4
     problems = {name: lines for name, lines in found.items() if lines}
     report = "\n".join(f"{name}: {line}" for name, lines in problems.items() for line in lines)
     assert problems == {}, report
