@@ -20,9 +20,8 @@ from django.utils import timezone
 from agents import budgets, events
 from agents.errors import Conflict
 from agents.events import EventSpec
-from agents.features import followups
 from agents.models import Event, Session, SessionRuntime, ToolCall, Turn
-from agents.runtime import dispatch, store
+from agents.runtime import dispatch, hooks, store
 from agents.transitions import check_tool_move
 
 T = Turn.Status
@@ -133,7 +132,7 @@ def _post_message(key: str, text: str, trigger: str, user: AbstractBaseUser | No
             if active and policy == Session.MessagePolicy.INTERRUPT:
                 _cancel_open_turns(runtime, user, specs)
             if trigger == Turn.Trigger.CUSTOMER:  # the customer answered: no need to chase
-                followups.followups_cancel_on_reply(runtime, specs)
+                hooks.customer_reply(runtime, specs)
             if specs:  # seqs from runtime.last_seq, saved with the turn below
                 events.append(runtime, specs, save_seq=False)
             last_seq = runtime.last_seq
@@ -262,9 +261,7 @@ def turn_cancel(*, session_id: int, user: AbstractBaseUser | None) -> Session:
             raise Conflict("nothing to cancel", current=runtime.session.status)
         events.append(runtime, specs)
         dispatch.enqueue_on_commit(session_id)
-    from capabilities.subagents import cancel_children  # children go with the parent
-
-    cancel_children(session_id, user=user)
+    hooks.turn_canceled(session_id, user=user)  # sub-agents: children go with the parent
     return runtime.session
 
 

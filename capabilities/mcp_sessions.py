@@ -44,7 +44,7 @@ import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import httpx2
 from mcp import ClientSession, StdioServerParameters, stdio_client
@@ -52,9 +52,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 
 from agents.per_process import PerProcess
-
-if TYPE_CHECKING:
-    from capabilities.mcp import ServerConfig
+from capabilities.mcp_config import ServerConfig, expand
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -118,8 +116,6 @@ async def connect(
     on_refused: Callable[[], None] = lambda: None,
 ) -> AsyncIterator[ClientSession]:
     """One initialized session with the server, closed on leaving."""
-    from capabilities.mcp import expand
-
     async with contextlib.AsyncExitStack() as stack:
         if config.transport == "stdio":
             params = StdioServerParameters(

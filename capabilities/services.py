@@ -12,6 +12,7 @@ from django.db import transaction
 from django.forms.models import model_to_dict
 
 from capabilities.models import AgentProfile, PolicyChange, ToolPolicy
+from capabilities.registry import code_profile
 
 PROFILE_FIELDS = ["name", "description", "system_prompt", "max_cost_cents_per_turn"]
 POLICY_FIELDS = [
@@ -82,8 +83,6 @@ def policy_delete(*, user, obj: AgentProfile | ToolPolicy) -> None:
 
 def profile_from_code(*, user, name: str) -> AgentProfile:
     """Take a code profile over as rows an admin can edit (same tools, default policy)."""
-    from capabilities.registry import code_profile
-
     code = code_profile(name)
     if code is None:
         raise LookupError(f"no code profile named {name!r}")

@@ -7,7 +7,8 @@
    with a SubagentLink row unique per parent call: a worker that dies and
    reissues the call (the tool is idempotent by key) finds the link and
    creates nothing twice;
-2. raises Waiting; the engine then calls `park_on_child`, which moves the
+2. raises Waiting; the engine then calls `park_on_child` (its call_waiting
+   hook, agents/runtime/hooks.py, registered in capabilities/apps.py), which moves the
    call to `waiting_for_approval` and parks the parent's turn exactly as an
    approval does. The child is durable on its own: its own turns, events,
    recovery and desk page.
@@ -36,14 +37,16 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from agents import events
+from agents import events, services
 from agents.errors import Conflict
 from agents.events import EventSpec
 from agents.models import Message, ToolCall, Turn
-from agents.runtime import store
+from agents.runtime import hooks, store
 from agents.runtime.state import CallState, Claimed
+from agents.services import resume_if_unblocked
 from agents.tools.base import Kind, Tool, ToolContext, ToolError, ToolOutput, Waiting
 from agents.transitions import check_tool_move
+from capabilities.models import SubagentLink
 
 log = logging.getLogger(__name__)
 C = ToolCall.Status
@@ -75,8 +78,6 @@ def delegate_tool(profile: str) -> Tool:
 
 
 def _delegate(profile: str, ctx: ToolContext, arguments: dict[str, Any]) -> ToolOutput:
-    from capabilities.models import SubagentLink
-
     tool_use_id = ctx.idempotency_key.removeprefix(f"{ctx.session_key}:")
     call = ToolCall.objects.select_related("session").get(
         session__key=ctx.session_key, tool_use_id=tool_use_id
@@ -88,15 +89,12 @@ def _delegate(profile: str, ctx: ToolContext, arguments: dict[str, Any]) -> Tool
 
 
 def _start_child(call: ToolCall, profile: str, arguments: dict[str, Any]):
-    from agents import services
-    from capabilities.models import SubagentLink
-    from capabilities.profiles import get_profile
 
     parent = call.session
     if parent.key.count("/") >= settings.AGENTDESK_SUBAGENT_MAX_DEPTH:
         raise ToolError(f"sub-agents nest at most {settings.AGENTDESK_SUBAGENT_MAX_DEPTH} deep")
     try:
-        get_profile(profile)
+        hooks.profiles(profile)  # an unknown profile: LookupError
     except LookupError as exc:
         raise ToolError(str(exc)) from exc
     label = arguments.get("label") or profile.replace("_", "-")[:30]
@@ -130,8 +128,6 @@ def _start_child(call: ToolCall, profile: str, arguments: dict[str, Any]):
 def park_on_child(claimed: Claimed, call: CallState) -> bool:
     """Park the parent's turn on its child; False when the child already
     answered (the call then carries the answer, ready to be recorded)."""
-    from capabilities.models import SubagentLink
-
     with transaction.atomic():
         runtime = store.lock_session(claimed.session_id, claimed.fence)
         link = (
@@ -164,9 +160,6 @@ def park_on_child(claimed: Claimed, call: CallState) -> bool:
 
 def settle(link_id: int) -> bool:
     """Hand a finished child's answer to its parent's call; True when done."""
-    from agents.services import resume_if_unblocked
-    from capabilities.models import SubagentLink
-
     link = SubagentLink.objects.filter(pk=link_id).first()
     if link is None:
         return False
@@ -233,8 +226,6 @@ def turn_ended(claimed: Claimed) -> None:
     """After a session's turn ended in its worker: answer the parent, cancel
     children no longer wanted. Failures are left to the sweep."""
     try:
-        from capabilities.models import SubagentLink
-
         if "/" in claimed.key:  # only children have a / in their key (a cheap test first)
             for link_id in SubagentLink.objects.filter(
                 child_session_id=claimed.session_id, status=SubagentLink.Status.RUNNING
@@ -248,8 +239,6 @@ def turn_ended(claimed: Claimed) -> None:
 
 def cancel_children(parent_session_id: int, user=None) -> int:
     """Cancel the children whose parent call no longer waits for them."""
-    from capabilities.models import SubagentLink
-
     canceled = 0
     links = SubagentLink.objects.filter(
         parent_session_id=parent_session_id, status=SubagentLink.Status.RUNNING
@@ -262,9 +251,6 @@ def cancel_children(parent_session_id: int, user=None) -> int:
 
 
 def _cancel_child(link, user) -> int:
-    from agents import services
-    from capabilities.models import SubagentLink
-
     try:
         services.turn_cancel(session_id=link.child_session_id, user=user)
         done = 1
@@ -278,8 +264,6 @@ def _cancel_child(link, user) -> int:
 
 def sweep(limit: int = 500) -> dict[str, int]:
     """The durable net under the immediate hooks (a periodic task)."""
-    from capabilities.models import SubagentLink
-
     settled = canceled = 0
     links = SubagentLink.objects.filter(status=SubagentLink.Status.RUNNING).select_related(
         "child_turn", "parent_call"

@@ -34,6 +34,7 @@ from agents.errors import Conflict, Invalid, ServiceError
 from agents.events import EventSpec
 from agents.models import FollowUp, Session, SessionRuntime, Turn
 from agents.runtime import store
+from agents.services import message_post
 
 log = logging.getLogger(__name__)
 F = FollowUp.Status
@@ -136,8 +137,6 @@ def _fire_one(now: datetime, skipped: list[int]) -> int | None:
 
 
 def _post(row: FollowUp, runtime: SessionRuntime) -> Turn:
-    from agents.services import message_post  # services imports this module
-
     scheduled = timezone.localtime(row.created_at).strftime("%Y-%m-%d %H:%M %Z")
     text = f"Scheduled follow-up (set {scheduled}): {row.note}"
     return message_post(key=runtime.session.key, text=text, trigger=Turn.Trigger.SCHEDULED)

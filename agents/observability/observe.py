@@ -22,13 +22,11 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from agents.models import Turn
 from agents.observability import logs, metrics, tracing
-
-if TYPE_CHECKING:
-    from agents.models import Turn
-    from agents.runtime.state import CallState, Claimed
+from agents.runtime.state import CallState, Claimed
 
 
 @contextmanager

@@ -10,23 +10,24 @@ from __future__ import annotations
 
 import logging
 
+from celery import current_app
 from django.db import transaction
 
 log = logging.getLogger(__name__)
 
 # Redis priorities, 0 served first (CELERY_TASK_DEFAULT_PRIORITY is routine).
 URGENT = 0
+ADVANCE = "agents.advance_session"
 
 
 def enqueue(session_id: int, countdown: float | None = None, *, urgent: bool = False) -> None:
     """Trigger `advance` for a session. `urgent` jumps the routine backlog:
     for a session whose worker died mid-turn (its recovery bound must not
-    depend on how much routine work is queued)."""
-    from agents.tasks import advance_session
-
+    depend on how much routine work is queued). Sent by the task's name
+    (agents/tasks.py), which the runtime does not import."""
     options = {"priority": URGENT} if urgent else {}
     try:
-        advance_session.apply_async((session_id,), countdown=countdown, retry=False, **options)
+        current_app.send_task(ADVANCE, (session_id,), countdown=countdown, retry=False, **options)
     except Exception:  # kombu/redis errors: the sweeper is the backstop
         log.warning(
             "could not enqueue advance for session %s; the sweeper will", session_id, exc_info=True

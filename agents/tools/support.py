@@ -12,6 +12,8 @@ from typing import Any
 import stripe
 from django.conf import settings
 
+from agents.errors import ServiceError
+from agents.features.followups import followup_schedule
 from agents.tools import http
 from agents.tools.base import (
     Kind,
@@ -141,9 +143,6 @@ def issue_refund(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
 def schedule_followup(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
     # Our own database, keyed by the call's idempotency key: a re-sent call
     # (a worker died after the commit) finds the row the first one made.
-    from agents.errors import ServiceError
-    from agents.features.followups import followup_schedule
-
     try:
         row, created = followup_schedule(
             session_key=ctx.session_key,
