@@ -1,7 +1,7 @@
 """Writes on sessions that come from people and inbound channels.
 
 Each is one short transaction under the session lock (the SessionRuntime row,
-see agents/runtime/store.py::_lock), so it never races the worker; each
+see agents/runtime/store/lock.py), so it never races the worker; each
 writes its events in that transaction and enqueues `advance` after commit.
 Views, consumers, the inbound API, tasks and management commands call these.
 """

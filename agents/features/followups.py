@@ -12,7 +12,7 @@ takes) and marks the row fired. So:
 - a restart or a redeploy never loses one: until that commit it is pending,
   and the next tick after the restart finds it due.
 
-Lock order is the runtime's (agents/runtime/store.py::lock_session): the
+Lock order is the runtime's (agents/runtime/store/lock.py::lock_session): the
 session lock first, then rows below it. The firing path takes the follow-up
 row first (SKIP LOCKED), so it must not wait on the session lock while
 holding it (a customer reply holds the session lock and then cancels this
