@@ -22,8 +22,12 @@ from approvals.models import Approval
 S = Session.Status
 
 # What needs a human comes first: an unknown outcome, then a pending
-# decision, then a failure; then work in progress, then the quiet ones.
-NEEDS_HUMAN_ORDER = [S.IN_DOUBT, S.WAITING, S.PAUSED, S.FAILED, S.RUNNING, S.IDLE, S.CANCELED]
+# decision, then a failure; then work in progress (a parent waiting on its
+# sub-agent is work in progress: no person is needed), then the quiet ones.
+NEEDS_HUMAN_ORDER = [
+    *(S.IN_DOUBT, S.WAITING, S.PAUSED, S.FAILED),
+    *(S.RUNNING, S.WAITING_SUBAGENT, S.IDLE, S.CANCELED),
+]
 NEEDS_HUMAN = frozenset({S.IN_DOUBT, S.WAITING, S.PAUSED, S.FAILED})
 
 
@@ -256,13 +260,6 @@ def approvals_status(*, approval_ids: Iterable[int]) -> dict[int, tuple[str, str
         "id", "status", "decided_by__username", "session_id"
     )
     return {i: (status, who or "", sid) for i, status, who, sid in rows}
-
-
-def approvals_pending_count(*, user: AbstractBaseUser) -> int:
-    return approvals_for_user(user=user).filter(status=Approval.Status.PENDING).count()
-
-
-# --- History ---------------------------------------------------------------------------------
 
 
 def history_events(

@@ -20,13 +20,13 @@ from django.utils import timezone
 from agents import budgets, events
 from agents.errors import Conflict
 from agents.events import EventSpec
-from agents.models import Event, Session, SessionRuntime, ToolCall, Turn
+from agents.models import PARKED_CALLS, Event, Session, SessionRuntime, ToolCall, Turn
 from agents.runtime import dispatch, hooks, store
 from agents.transitions import check_tool_move
 
 T = Turn.Status
 C = ToolCall.Status
-OPEN_TURN = [T.ACCEPTED, T.RUNNING, T.WAITING, T.RESUMING]
+OPEN_TURN = [T.ACCEPTED, T.RUNNING, T.WAITING, T.WAITING_SUBAGENT, T.RESUMING]
 
 
 def _actor(user: AbstractBaseUser | None, default: str = "system") -> str:
@@ -341,15 +341,13 @@ def resume_if_unblocked(
     it back to a worker. (A turn still held by a worker is left alone; it
     re-reads the calls under this same lock before it would park.)"""
     turn = Turn.objects.get(pk=turn_id)
-    if turn.status != T.WAITING:
+    if turn.status not in (T.WAITING, T.WAITING_SUBAGENT):
         return
     calls = ToolCall.objects.filter(session_id=turn.session_id, turn=turn)  # the session's index
-    if calls.filter(status__in=[C.WAITING, C.IN_DOUBT]).exists():
+    if calls.filter(status__in=PARKED_CALLS).exists():
         return
     store.move_turn(turn, T.RESUMING)
-    session = runtime.session
-    session.status = Session.Status.RUNNING
-    session.save(update_fields=["status", "updated_at"])
+    store.set_session_status(runtime.session, Session.Status.RUNNING)
     specs.append(EventSpec("turn.resuming", {"number": turn.number}, turn.id, actor))
     dispatch.enqueue_on_commit(runtime.session_id)
 

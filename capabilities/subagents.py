@@ -8,9 +8,10 @@
    reissues the call (the tool is idempotent by key) finds the link and
    creates nothing twice;
 2. raises Waiting; the engine then calls `park_on_child` (its call_waiting
-   hook, agents/runtime/hooks.py, registered in capabilities/apps.py), which moves the
-   call to `waiting_for_approval` and parks the parent's turn exactly as an
-   approval does. The child is durable on its own: its own turns, events,
+   hook, agents/runtime/hooks.py, registered in capabilities/apps.py), which
+   moves the call to `waiting_for_subagent` and parks the parent's turn as an
+   approval does, but in its own status (`waiting_for_subagent`, turn and
+   session alike): no person is needed. The child is durable on its own: its own turns, events,
    recovery and desk page.
 
 When the child's turn ends (succeeded, failed, canceled), `settle` writes the
@@ -148,12 +149,12 @@ def park_on_child(claimed: Claimed, call: CallState) -> bool:
             )
             call.status, call.output = status, output
             return False
-        check_tool_move(row, C.WAITING)
-        row.status, row.external_id = C.WAITING, link.child_session.key
+        check_tool_move(row, C.WAITING_SUBAGENT)
+        row.status, row.external_id = C.WAITING_SUBAGENT, link.child_session.key
         row.save(update_fields=["status", "external_id"])
         spec = EventSpec("subagent.started", data, claimed.turn_id, claimed.owner)
         events.append(runtime, [spec])
-        call.status = C.WAITING
+        call.status = C.WAITING_SUBAGENT
         # In the same transaction: a child that ends now finds the parent parked.
         return store.park(claimed)
 
@@ -175,7 +176,7 @@ def settle(link_id: int) -> bool:
         row = ToolCall.objects.select_for_update().get(pk=link.parent_call_id)
         if row.status == C.RUNNING:
             return False  # the parent's worker has not parked yet; park_on_child will see it
-        if row.status != C.WAITING:  # the parent stopped waiting (canceled)
+        if row.status != C.WAITING_SUBAGENT:  # the parent stopped waiting (canceled)
             _close(link, SubagentLink.Status.CANCELED)
             return False
         status, output = _answer(link)
@@ -244,7 +245,7 @@ def cancel_children(parent_session_id: int, user=None) -> int:
         parent_session_id=parent_session_id, status=SubagentLink.Status.RUNNING
     ).select_related("parent_call")
     for link in links:
-        if link.parent_call.status in (C.WAITING, C.RUNNING):
+        if link.parent_call.status in (C.WAITING_SUBAGENT, C.RUNNING):
             continue  # still wanted
         canceled += _cancel_child(link, user)
     return canceled
@@ -269,7 +270,7 @@ def sweep(limit: int = 500) -> dict[str, int]:
         "child_turn", "parent_call"
     )[:limit]
     for link in links:
-        if link.parent_call.status not in (C.WAITING, C.RUNNING):
+        if link.parent_call.status not in (C.WAITING_SUBAGENT, C.RUNNING):
             canceled += _cancel_child(link, None)
         elif link.child_turn.is_terminal:
             settled += settle(link.id)

@@ -144,7 +144,10 @@ def tool_step(claimed: Claimed, call: CallState) -> Step:
 
 
 def _fine(outcome: str) -> bool:
-    return outcome in ("ok", "succeeded", "waiting_for_approval", "denied", "canceled")
+    return outcome in (
+        *("ok", "succeeded", "waiting_for_approval", "waiting_for_subagent"),
+        *("denied", "canceled"),
+    )
 
 
 def turn_finished(session_key: str, turn: Turn) -> None:

@@ -146,7 +146,7 @@ def _tool_step(claimed: Claimed, profile: Profile, call: CallState) -> Stop | No
     if call.status == S.SUCCEEDED:  # a human said what an in-doubt call did
         _record(claimed, call, tooling.Outcome(call.status, call.output))
         return None
-    if call.status in (S.WAITING, S.IN_DOUBT):
+    if call.status in (S.WAITING, S.WAITING_SUBAGENT, S.IN_DOUBT):
         return Stop.PARKED if store.park(claimed) else None
     if call.status in (S.PENDING, S.APPROVED):
         store.mark_running(claimed, call)
@@ -167,7 +167,7 @@ def _tool_step(claimed: Claimed, profile: Profile, call: CallState) -> Stop | No
     step = observe.tool_step(claimed, call)  # metrics, span, log context
     pool.give_back()  # the call may take seconds: hold no connection meanwhile
     outcome = tooling.execute(tool, context, call.input)
-    if outcome.status == S.WAITING:  # handed to a sub-agent: park until it answers
+    if outcome.status == S.WAITING_SUBAGENT:  # handed to a sub-agent: park until it answers
         step.end(outcome.status)
         return Stop.PARKED if hooks.call_waiting(claimed, call) else None
     if outcome.status == S.IN_DOUBT:
