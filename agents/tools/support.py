@@ -127,6 +127,10 @@ def issue_refund(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
         raise NotSent("payment provider answered 429 (rate limited)") from exc
     except stripe.StripeError as exc:
         status = exc.http_status or 0
+        if status == 409 and exc.code == http.KEY_IN_USE:
+            # Our key's first request is still running there: this one was
+            # refused and did nothing; sent again later it gets that answer.
+            raise NotSent("payment provider answered 409 (idempotency key in use)") from exc
         if status >= 500 or status == 409:
             raise OutcomeUnknown(f"payment provider answered {status}") from exc
         raise ToolError(f"refund refused by the payment provider: {exc.user_message}") from exc
