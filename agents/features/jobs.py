@@ -31,6 +31,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from agents.backoff import backoff_s
 from agents.errors import Conflict, Invalid
 from agents.models import Job, Session, Turn
 from agents.services import message_post
@@ -142,16 +143,17 @@ def _record_failure(job: Job, error: str) -> str:
             job.status, job.finished_at = J.DEAD, timezone.now()
             log.warning("job %s (%s) is dead after %s attempts", job.id, job.kind, job.attempts)
         else:
-            delay = backoff_s(job.attempts)
+            delay = job_backoff_s(job.attempts)
             job.status, job.next_attempt_at = J.FAILED, timezone.now() + timedelta(seconds=delay)
             transaction.on_commit(lambda: _enqueue(job.id, countdown=delay))
         job.save()
     return job.status
 
 
-def backoff_s(attempt: int) -> float:
-    base = settings.AGENTDESK_JOB_BACKOFF_S
-    return min(base * 2 ** (attempt - 1), settings.AGENTDESK_JOB_BACKOFF_MAX_S)
+def job_backoff_s(attempt: int) -> float:
+    return backoff_s(
+        attempt, base=settings.AGENTDESK_JOB_BACKOFF_S, cap=settings.AGENTDESK_JOB_BACKOFF_MAX_S
+    )
 
 
 def jobs_sweep() -> list[int]:
