@@ -54,7 +54,7 @@ from django.conf import settings
 from django.utils import timezone
 from mcp import ClientSession, types
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST, REQUEST_TIMEOUT
 
 from agents.tools.base import (
     Kind,
@@ -140,15 +140,16 @@ def _lost(error: BaseException) -> bool:
 
 
 def _forgotten(error: BaseException) -> bool:
-    """An HTTP server that restarted answers 404 to our session id: it ran nothing."""
-    return isinstance(error, MCPError) and error.message == "Session terminated"
+    """The request was not taken: an HTTP server that restarted answers 404 to
+    our session id (the SDK reports it as INVALID_REQUEST), and a JSON-RPC
+    Invalid Request is by definition not executed. It ran nothing."""
+    return isinstance(error, MCPError) and error.code == INVALID_REQUEST
 
 
 def _bad_output(error: BaseException) -> bool:
-    # The SDK checks structured content against the tool's outputSchema.
-    return isinstance(error, RuntimeError) and (
-        "structured content" in str(error) or "Invalid schema for tool" in str(error)
-    )
+    """The SDK's check of structured content against the tool's outputSchema
+    failed (mcp_sessions.BadOutput)."""
+    return isinstance(error, mcp_sessions.BadOutput)
 
 
 def _session_survives(exc: BaseException) -> bool:
