@@ -31,6 +31,9 @@ from agents.tools.base import NotSent, OutcomeUnknown, ToolError
 from agents.tools.sanitize import clean
 
 _local = threading.local()
+# Stripe's code (and the helpdesk's) for "a request with this Idempotency-Key
+# is still in progress": that request is refused and does nothing.
+KEY_IN_USE = "idempotency_key_in_use"
 
 
 def _session() -> requests.Session:
@@ -100,6 +103,10 @@ def _json_or_raise(method: str, url: str, response: requests.Response) -> dict[s
         # Rate limited: the request was refused before anything happened, so
         # it is as safe to send again as one that never left, whatever the kind.
         raise NotSent(f"{method} {url} answered 429 (rate limited)")
+    if response.status_code == 409 and _error_code(response) == KEY_IN_USE:
+        # The first request with our key is still running: this one did
+        # nothing, and sent again later it gets the first one's answer.
+        raise NotSent(f"{method} {url} answered 409 (idempotency key in use)")
     if response.status_code >= 500 or response.status_code == 409:
         # The other side may or may not have acted (or, for 409, is still
         # acting on the same key): only a retry with the same key can tell.
@@ -115,6 +122,15 @@ def _json_or_raise(method: str, url: str, response: requests.Response) -> dict[s
         message = error.get("message", error) if isinstance(error, dict) else error
         raise ToolError(clean(f"{response.status_code}: {message}"))
     return body
+
+
+def _error_code(response: requests.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return ""
+    error = body.get("error") if isinstance(body, dict) else None
+    return str(error.get("code", "")) if isinstance(error, dict) else ""
 
 
 def helpdesk_url(path: str) -> str:
