@@ -27,6 +27,7 @@ from typing import Any
 
 from django.db import connection
 
+from agents.features.retention import archive_read
 from agents.models import AuditEntry, SessionArchive, SessionRuntime
 
 
@@ -57,8 +58,6 @@ def _link(prev: bytes, canonical: str) -> bytes:
 
 
 def _archived(session_id: int, state: dict[str, Any]) -> None:
-    from agents.features.retention import archive_read
-
     for archive in SessionArchive.objects.filter(session_id=session_id).order_by("upto_seq", "id"):
         for event in archive_read(archive)["events"]:
             seq = event["seq"]

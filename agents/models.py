@@ -36,6 +36,8 @@ class SessionStatus(models.TextChoices):
     IDLE = "idle"
     RUNNING = "running"  # has runnable work (what the sweeper looks for)
     WAITING = "waiting_for_approval"
+    # On a sub-agent's answer: another session works, no person is needed.
+    WAITING_SUBAGENT = "waiting_for_subagent"
     IN_DOUBT = "in_doubt"
     PAUSED = "paused"  # a session budget is spent: waits for an admin to raise it
     FAILED = "failed"
@@ -46,6 +48,7 @@ class TurnStatus(models.TextChoices):
     ACCEPTED = "accepted"
     RUNNING = "running"
     WAITING = "waiting_for_approval"
+    WAITING_SUBAGENT = "waiting_for_subagent"
     RESUMING = "resuming"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
@@ -55,6 +58,9 @@ class TurnStatus(models.TextChoices):
 class ToolCallStatus(models.TextChoices):
     PENDING = "pending"
     WAITING = "waiting_for_approval"
+    WAITING_SUBAGENT = (
+        "waiting_for_subagent"  # handed to a child session (capabilities/subagents.py)
+    )
     APPROVED = "approved"
     DENIED = "denied"
     RUNNING = "running"
@@ -62,6 +68,11 @@ class ToolCallStatus(models.TextChoices):
     FAILED = "failed"
     IN_DOUBT = "in_doubt"
     CANCELED = "canceled"
+
+
+# A tool call in one of these keeps its turn parked: for a person (an approval,
+# an unknown outcome) or for a sub-agent's answer.
+PARKED_CALLS = (ToolCallStatus.WAITING, ToolCallStatus.WAITING_SUBAGENT, ToolCallStatus.IN_DOUBT)
 
 
 # Budget defaults come from settings when a session is created (callables, so
@@ -164,11 +175,6 @@ class Session(models.Model):
 
     def __str__(self) -> str:
         return self.key
-
-    @property
-    def ticket_id(self) -> str | None:
-        kind, _, ident = self.key.partition(":")
-        return ident if kind == "ticket" and ident else None
 
 
 class SessionRuntime(models.Model):

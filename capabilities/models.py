@@ -1,7 +1,7 @@
 """What agents may do, as admins configure it, and the links between sessions.
 
-The runtime side (providers, profile resolution, sub-agents) lives in
-capabilities/; this app only holds the rows:
+The code that uses them (providers, profile resolution, sub-agents) is the
+rest of this app (capabilities/__init__.py); the rows:
 
 - AgentProfile + ToolPolicy: a profile's capabilities and per-tool policy.
   A profile with a row here is resolved from its policies alone (least

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from agents import budgets
 from agents.models import Session, ToolCall, Turn
 from dashboard import presenters
 
@@ -99,7 +100,7 @@ def _asks(call: ToolCall) -> str:
 
 def _cost(turn: Turn) -> str:
     if turn.cost_micros:
-        return presenters.usd(turn.cost_micros)
+        return budgets.usd(turn.cost_micros)
     estimate = presenters.cost_usd(turn.input_tokens, turn.output_tokens)
     return f"~${estimate}" if estimate else ""
 

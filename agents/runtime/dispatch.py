@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 
 import redis
+from celery import current_app
 from django.db import transaction
 
 from agents.runtime.live import _redis
@@ -29,6 +30,7 @@ MARK_TTL_S = 10
 
 # Redis priorities, 0 served first (CELERY_TASK_DEFAULT_PRIORITY is routine).
 URGENT = 0
+ADVANCE = "agents.advance_session"
 
 
 def enqueue(session_id: int, countdown: float | None = None, *, urgent: bool = False) -> None:
@@ -45,12 +47,12 @@ def enqueue(session_id: int, countdown: float | None = None, *, urgent: bool = F
 
 
 def send(session_id: int, countdown: float | None = None, *, urgent: bool = False) -> None:
-    """The trigger itself, without its mark (the sweeper marks its own)."""
-    from agents.tasks import advance_session
-
+    """The trigger itself, without its mark (the sweeper marks its own).
+    Sent by the task's name (agents/tasks.py), which the runtime does not
+    import."""
     options = {"priority": URGENT} if urgent else {}
     try:
-        advance_session.apply_async((session_id,), countdown=countdown, retry=False, **options)
+        current_app.send_task(ADVANCE, (session_id,), countdown=countdown, retry=False, **options)
     except Exception:  # kombu/redis errors: the sweeper is the backstop
         clear_mark(session_id)
         log.warning(

@@ -40,8 +40,15 @@ class ToolContext:
 
     @property
     def ticket_id(self) -> str | None:
-        kind, _, ident = self.session_key.partition(":")
-        return ident.split("/")[0] if kind == "ticket" and ident else None
+        return ticket_id_of(self.session_key)
+
+
+def ticket_id_of(session_key: str) -> str | None:
+    """The helpdesk ticket a session acts on: `ticket:4812` -> "4812", and a
+    sub-agent of it (`ticket:4812/research-ab12`) acts on the same ticket."""
+    kind, _, ident = session_key.partition(":")
+    ticket = ident.split("/")[0]
+    return ticket if kind == "ticket" and ticket else None
 
 
 @dataclass(frozen=True)

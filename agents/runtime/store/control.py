@@ -16,8 +16,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents import events
+from agents.backoff import backoff_s
 from agents.events import EventSpec
-from agents.models import Session, SessionRuntime, ToolCall, Turn
+from agents.models import PARKED_CALLS, Session, SessionRuntime, ToolCall, Turn
 from agents.observability import observe
 from agents.runtime.state import CallState, Claimed
 from agents.runtime.store.lock import lock_session
@@ -96,16 +97,14 @@ def park(claimed: Claimed) -> bool:
         for call in claimed.calls:
             row = fresh[call.id]
             call.status, call.input, call.output = row.status, row.input, row.output
-        waiting = [c for c in claimed.calls if c.status in (C.WAITING, C.IN_DOUBT)]
+        waiting = [c for c in claimed.calls if c.status in PARKED_CALLS]
         if not waiting:
             return False
         turn = Turn.objects.get(pk=claimed.turn_id)
-        if turn.status != T.WAITING:
-            move_turn(turn, T.WAITING)
-        in_doubt = any(c.status == C.IN_DOUBT for c in waiting)
-        set_session_status(
-            runtime.session, Session.Status.IN_DOUBT if in_doubt else Session.Status.WAITING
-        )
+        turn_status, session_status = _parked_statuses({c.status for c in waiting})
+        if turn.status != turn_status:
+            move_turn(turn, turn_status)
+        set_session_status(runtime.session, session_status)
         runtime.owner = ""
         runtime.save(update_fields=["owner", "updated_at"])
         events.append(
@@ -120,6 +119,16 @@ def park(claimed: Claimed) -> bool:
             ],
         )
         return True
+
+
+def _parked_statuses(waiting: set[str]) -> tuple[str, str]:
+    """(the turn's, the session's) status for a turn parked on these calls: a
+    person first (an unknown outcome, then an approval), else the sub-agent."""
+    if waiting <= {C.WAITING_SUBAGENT}:
+        return T.WAITING_SUBAGENT, Session.Status.WAITING_SUBAGENT
+    if C.IN_DOUBT in waiting:
+        return T.WAITING, Session.Status.IN_DOUBT
+    return T.WAITING, Session.Status.WAITING
 
 
 def cancel_turn(claimed: Claimed) -> None:
@@ -207,7 +216,7 @@ def note_step_failure(claimed: Claimed, kind: str, reason: str) -> float:
     with transaction.atomic():
         runtime = lock_session(claimed.session_id, claimed.fence)
         runtime.step_attempts += 1
-        delay = min(60.0, 2.0**runtime.step_attempts)
+        delay = backoff_s(runtime.step_attempts, base=2.0, cap=60.0)
         runtime.wake_at = timezone.now() + timedelta(seconds=delay)
         runtime.owner = ""
         runtime.save()
