@@ -25,7 +25,8 @@ TOOL_MOVES: dict[str, frozenset[str]] = {
     # A call waiting on a sub-agent is settled with the child's answer
     # (agents/capabilities/subagents.py): succeeded or failed.
     C.WAITING: frozenset({C.APPROVED, C.DENIED, C.CANCELED, C.SUCCEEDED, C.FAILED}),
-    C.APPROVED: frozenset({C.RUNNING, C.CANCELED}),
+    # ...denied when its approval lapsed before it could start (approvals.services).
+    C.APPROVED: frozenset({C.RUNNING, C.CANCELED, C.DENIED}),
     # ...and a running delegate call parks on its child (waiting).
     C.RUNNING: frozenset({C.SUCCEEDED, C.FAILED, C.IN_DOUBT, C.RUNNING, C.WAITING}),
     # A human resolves an in-doubt call: retry it (approved), or say what happened.

@@ -50,6 +50,7 @@ from agents.tools.base import Kind, Tool, ToolContext
 from agents.tools.registry import Profile, get_profile, turn_call_names
 from approvals.models import arguments_hash
 from approvals.policies import Requirement
+from approvals.services import approval_lapse
 
 log = logging.getLogger(__name__)
 S = ToolCall.Status
@@ -149,6 +150,14 @@ def _tool_step(claimed: Claimed, profile: Profile, call: CallState) -> Stop | No
         return None
     if call.status in (S.WAITING, S.IN_DOUBT):
         return Stop.PARKED if store.park(claimed) else None
+    if call.status == S.APPROVED and not call.attempts:
+        # Expiry is checked at execution too: an approval whose time ran out
+        # before its call could start (a worker down) never runs it.
+        if (
+            note := approval_lapse(session_id=claimed.session_id, tool_call_id=call.id)
+        ) is not None:
+            call.status, call.output = S.DENIED, note
+            return _tool_step(claimed, profile, call)
     if call.status in (S.PENDING, S.APPROVED):
         store.mark_running(claimed, call)
     tool = profile.tool(call.name)
