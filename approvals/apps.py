@@ -5,8 +5,12 @@ class ApprovalsConfig(AppConfig):
     name = "approvals"
 
     def ready(self) -> None:
+        from agents import selectors
         from agents.observability import metrics
         from approvals.metrics import SlaCollector
+        from approvals.selectors import decorate
 
         if not any(isinstance(c, SlaCollector) for c in metrics.SCRAPE_COLLECTORS):
             metrics.SCRAPE_COLLECTORS.append(SlaCollector())
+        if decorate not in selectors.APPROVAL_DECORATORS:
+            selectors.APPROVAL_DECORATORS.append(decorate)

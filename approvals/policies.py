@@ -179,12 +179,17 @@ def role_level(user: Any) -> int:
     """0: may not decide; 1: approver; 2: admin (the desk groups)."""
     if user is None or not user.is_authenticated:
         return 0
+    cached = getattr(user, "_desk_level", None)  # one query per request, not per card
+    if cached is not None:
+        return cached
     if user.is_superuser:
-        return ROLE_LEVEL[ADMIN]
-    names = set(user.groups.values_list("name", flat=True))
-    if ADMIN in names:
-        return ROLE_LEVEL[ADMIN]
-    return ROLE_LEVEL[APPROVER] if user.has_perm("approvals.decide_approval") else 0
+        level = ROLE_LEVEL[ADMIN]
+    elif ADMIN in set(user.groups.values_list("name", flat=True)):
+        level = ROLE_LEVEL[ADMIN]
+    else:
+        level = ROLE_LEVEL[APPROVER] if user.has_perm("approvals.decide_approval") else 0
+    user._desk_level = level
+    return level
 
 
 def dollars(cents: int | None) -> str:
