@@ -205,16 +205,14 @@ def approval_last_change(approval: Approval) -> str:
     """What changed a card last, in words (for a refused stale decision)."""
     from agents.models import Event
 
-    last = (
-        Event.objects.filter(
-            session_id=approval.session_id,
-            kind__in=APPROVAL_CHANGE_KINDS,
-            data__approval_id=approval.id,
-        )
+    # Event data is json, not jsonb (agents.Event): matched here, among the
+    # session's latest changes of approvals.
+    recent = (
+        Event.objects.filter(session_id=approval.session_id, kind__in=APPROVAL_CHANGE_KINDS)
         .order_by("-seq")
-        .values_list("kind", "actor", "data")
-        .first()
+        .values_list("kind", "actor", "data")[:50]
     )
+    last = next((r for r in recent if (r[2] or {}).get("approval_id") == approval.id), None)
     if last is None:
         return "its state moved on"
     kind, actor, data = last
