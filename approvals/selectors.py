@@ -23,7 +23,7 @@ from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
 from agents import selectors as agent_selectors
-from agents.models import ToolCall
+from agents.models import Message, ToolCall
 from approvals import policies
 from approvals.models import Approval, SessionAssignment, Vote
 from approvals.policies import Terms
@@ -198,6 +198,16 @@ def _parsed(output: str) -> Any:
         return None
 
 
+def _result_text(content: Any) -> str:
+    for block in content or []:
+        if isinstance(block, dict) and block.get("type") == "tool_result":
+            text = block.get("content", "")
+            if isinstance(text, list):
+                return "".join(str(b.get("text", "")) for b in text if isinstance(b, dict))
+            return str(text)
+    return ""
+
+
 def _contexts(approvals: list[Approval]) -> dict[int, dict[str, Any]]:
     """Per approval: the order and customer its session looked up, and the
     refunds it already made (one query over the sessions' calls)."""
@@ -205,9 +215,19 @@ def _contexts(approvals: list[Approval]) -> dict[int, dict[str, Any]]:
     calls = ToolCall.objects.filter(
         session_id__in=session_ids, name__in=CONTEXT_TOOLS, status=ToolCall.Status.SUCCEEDED
     ).order_by("id")
+    calls = list(calls.only("id", "session_id", "name", "result_position"))
+    # A call's result is in the transcript (the tool_result row), not on the call.
+    results = {
+        (m.session_id, m.position): m.content
+        for m in Message.objects.filter(
+            session_id__in={c.session_id for c in calls},
+            position__in={c.result_position for c in calls if c.result_position is not None},
+            role="user",
+        ).only("session_id", "position", "content")
+    }
     seen: dict[int, dict[str, Any]] = defaultdict(lambda: {"orders": {}, "refunds": []})
-    for call in calls.only("id", "session_id", "name", "input", "output"):
-        body = _parsed(call.output)
+    for call in calls:
+        body = _parsed(_result_text(results.get((call.session_id, call.result_position))))
         if not isinstance(body, dict):
             continue
         box = seen[call.session_id]
