@@ -19,6 +19,7 @@ from agents.models import (
     ToolCall,
     Turn,
 )
+from agents.selectors import session_storage
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -43,8 +44,6 @@ class SessionAdmin(ReadOnlyAdmin):
 
     @admin.display(description="Storage (rows, bytes as stored)")
     def storage(self, obj: Session) -> str:
-        from agents.selectors import session_storage
-
         parts = session_storage(session_id=obj.pk)
         total = sum(size for _, _, size in parts)
         listed = ", ".join(f"{part}: {n} rows, {size:,} B" for part, n, size in parts)

@@ -19,6 +19,8 @@ from agents.errors import Invalid, ServiceError
 from agents.inbound import helpdesk_webhook, verified_event_id
 from agents.models import Session, Turn
 from agents.services import message_post
+from api import idempotency, ratelimit, tokens
+from api.writes import audit
 
 
 def _error(exc: ServiceError) -> JsonResponse:
@@ -36,8 +38,6 @@ def _accepted(turn: Turn) -> JsonResponse:
 def inbound_helpdesk(request: HttpRequest) -> JsonResponse:
     """A replayed event id gets the first answer: its id is the delivery's
     Idempotency-Key (api/idempotency.py), checked after the signature."""
-    from api import idempotency
-
     signature = request.headers.get("Agentdesk-Signature", "")
     try:
         event_id = verified_event_id(body=request.body, signature=signature)
@@ -65,9 +65,6 @@ def _webhook(body: bytes, signature: str) -> JsonResponse:
 @csrf_exempt  # bearer-token API; browsers use the desk's CSRF-protected forms
 @require_POST
 def post_message(request: HttpRequest, key: str) -> JsonResponse:
-    from api import idempotency, ratelimit, tokens
-    from api.writes import audit
-
     given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
     principal = tokens.authenticate(given) if given else None
     if principal is None:

@@ -5,7 +5,7 @@ Every event row carries `hash` = sha256(previous event's hash || the row's
 canonical text), computed by the database on insert (migration 0014:
 agentdesk_event_canonical, agentdesk_event_chain), and event rows refuse
 UPDATE and DELETE except retention's pruning. Retention archives what it
-prunes with each event's hash and canonical text (agents/retention.py).
+prunes with each event's hash and canonical text (agents/features/retention.py).
 
 session_verify() walks a session's chain from seq 1: archived events first
 (from the archive's own copies), then the live rows, recomputing each hash in
@@ -27,6 +27,7 @@ from typing import Any
 
 from django.db import connection
 
+from agents.features.retention import archive_read
 from agents.models import AuditEntry, SessionArchive, SessionRuntime
 
 
@@ -57,8 +58,6 @@ def _link(prev: bytes, canonical: str) -> bytes:
 
 
 def _archived(session_id: int, state: dict[str, Any]) -> None:
-    from agents.retention import archive_read
-
     for archive in SessionArchive.objects.filter(session_id=session_id).order_by("upto_seq", "id"):
         for event in archive_read(archive)["events"]:
             seq = event["seq"]

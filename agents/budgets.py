@@ -46,12 +46,9 @@ def cost_micros(model: str, input_tokens: int, output_tokens: int) -> int:
 
 
 def usd(micros: int | None) -> str:
+    """Micro-dollars as dollars ("$0.0123"); "" for None (no limit). The one
+    formatter: the desk's `usd` filter is this function."""
     return "" if micros is None else f"${micros / 1_000_000:,.4f}"
-
-
-def micros_of(dollars: float) -> int | None:
-    """A limit in USD from settings: 0 or less means no limit."""
-    return round(dollars * 1_000_000) if dollars and dollars > 0 else None
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Durable state of agent sessions: sessions, turns, transcript, tool calls, events.
 
-Statuses change in exactly one place each (agents/runtime/transitions.py and
+Statuses change in exactly one place each (agents/runtime/store/control.py and
 the raw statements of agents/runtime/store/hot.py); the CheckConstraints here are
 the database's backstop against anything else.
 
@@ -36,6 +36,8 @@ class SessionStatus(models.TextChoices):
     IDLE = "idle"
     RUNNING = "running"  # has runnable work (what the sweeper looks for)
     WAITING = "waiting_for_approval"
+    # On a sub-agent's answer: another session works, no person is needed.
+    WAITING_SUBAGENT = "waiting_for_subagent"
     IN_DOUBT = "in_doubt"
     PAUSED = "paused"  # a session budget is spent: waits for an admin to raise it
     FAILED = "failed"
@@ -46,6 +48,7 @@ class TurnStatus(models.TextChoices):
     ACCEPTED = "accepted"
     RUNNING = "running"
     WAITING = "waiting_for_approval"
+    WAITING_SUBAGENT = "waiting_for_subagent"
     RESUMING = "resuming"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
@@ -55,6 +58,9 @@ class TurnStatus(models.TextChoices):
 class ToolCallStatus(models.TextChoices):
     PENDING = "pending"
     WAITING = "waiting_for_approval"
+    WAITING_SUBAGENT = (
+        "waiting_for_subagent"  # handed to a child session (capabilities/subagents.py)
+    )
     APPROVED = "approved"
     DENIED = "denied"
     RUNNING = "running"
@@ -62,6 +68,11 @@ class ToolCallStatus(models.TextChoices):
     FAILED = "failed"
     IN_DOUBT = "in_doubt"
     CANCELED = "canceled"
+
+
+# A tool call in one of these keeps its turn parked: for a person (an approval,
+# an unknown outcome) or for a sub-agent's answer.
+PARKED_CALLS = (ToolCallStatus.WAITING, ToolCallStatus.WAITING_SUBAGENT, ToolCallStatus.IN_DOUBT)
 
 
 # Budget defaults come from settings when a session is created (callables, so
@@ -116,7 +127,7 @@ class Session(models.Model):
     )
     title = models.CharField(max_length=300, blank=True)
     # Not indexed: read by equality only when an admin starts a bulk job for
-    # a customer (agents/jobs.py), while an index would be written on every
+    # a customer (agents/features/jobs.py), while an index would be written on every
     # session status change (twice per turn, non-HOT).
     customer = models.CharField(max_length=200, blank=True)
     context = models.JSONField(default=dict, blank=True)  # ticket / customer facts
@@ -148,7 +159,7 @@ class Session(models.Model):
             _status_constraint("session_status_valid", SessionStatus),
             # A constraint rather than unique=True: no LIKE twin, which every
             # status change would write too (key prefixes are only searched by
-            # forks, rarely, in agents/forks.py).
+            # forks, rarely, in agents/features/forks.py).
             models.UniqueConstraint(fields=["key"], name="session_key_unique"),
         ]
         indexes = [
@@ -164,11 +175,6 @@ class Session(models.Model):
 
     def __str__(self) -> str:
         return self.key
-
-    @property
-    def ticket_id(self) -> str | None:
-        kind, _, ident = self.key.partition(":")
-        return ident if kind == "ticket" and ident else None
 
 
 class SessionRuntime(models.Model):
@@ -446,7 +452,7 @@ class InboundDelivery(models.Model):
 
 class FollowUp(models.Model):
     """A durable "wake this session later" (the agent's schedule_followup tool,
-    or a person). Fired by beat (agents/followups.py): the row is claimed with
+    or a person). Fired by beat (agents/features/followups.py): the row is claimed with
     FOR UPDATE SKIP LOCKED and marked fired in the same transaction that posts
     its message into the session, so it fires exactly once, whatever restarts
     or how many beat processes run.
@@ -501,7 +507,7 @@ class JobStatus(models.TextChoices):
 
 class Job(models.Model):
     """Long-running or bulk work run as queued Celery work, not inside a turn
-    (agents/jobs.py). Each item is done idempotently, so a retried attempt
+    (agents/features/jobs.py). Each item is done idempotently, so a retried attempt
     carries on where the last one stopped."""
 
     Status = JobStatus
@@ -534,7 +540,7 @@ class Job(models.Model):
 
 class SessionArchive(models.Model):
     """What retention removed from a closed session: its transcript rows and
-    events up to a point, as gzip-compressed JSON (agents/retention.py)."""
+    events up to a point, as gzip-compressed JSON (agents/features/retention.py)."""
 
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="archives")
     upto_position = models.IntegerField()  # transcript rows with position < this

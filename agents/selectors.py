@@ -16,14 +16,18 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Case, Count, IntegerField, Q, QuerySet, Value, When
 
-from agents.models import Event, Message, Session, SessionRuntime, ToolCall, Turn
+from agents.models import Event, FollowUp, Job, Message, Session, SessionRuntime, ToolCall, Turn
 from approvals.models import Approval
 
 S = Session.Status
 
 # What needs a human comes first: an unknown outcome, then a pending
-# decision, then a failure; then work in progress, then the quiet ones.
-NEEDS_HUMAN_ORDER = [S.IN_DOUBT, S.WAITING, S.PAUSED, S.FAILED, S.RUNNING, S.IDLE, S.CANCELED]
+# decision, then a failure; then work in progress (a parent waiting on its
+# sub-agent is work in progress: no person is needed), then the quiet ones.
+NEEDS_HUMAN_ORDER = [
+    *(S.IN_DOUBT, S.WAITING, S.PAUSED, S.FAILED),
+    *(S.RUNNING, S.WAITING_SUBAGENT, S.IDLE, S.CANCELED),
+]
 NEEDS_HUMAN = frozenset({S.IN_DOUBT, S.WAITING, S.PAUSED, S.FAILED})
 
 
@@ -269,13 +273,6 @@ def approvals_status(*, approval_ids: Iterable[int]) -> dict[int, tuple[str, str
     return {i: (status, who or "", sid) for i, status, who, sid in rows}
 
 
-def approvals_pending_count(*, user: AbstractBaseUser) -> int:
-    return approvals_for_user(user=user).filter(status=Approval.Status.PENDING).count()
-
-
-# --- History ---------------------------------------------------------------------------------
-
-
 def history_events(
     *, session_id: int, kinds: Iterable[str] = (), after: int = 0, limit: int | None = 1000
 ) -> QuerySet[Event]:
@@ -332,8 +329,6 @@ def history_tool_call_rows(*, session_id: int) -> QuerySet[ToolCall]:
 
 def followups_for_session(*, session_id: int, limit: int = 50) -> list:
     """A session's follow-ups: pending first (soonest first), then the latest others."""
-    from agents.models import FollowUp
-
     rows = FollowUp.objects.filter(session_id=session_id)
     pending = list(rows.filter(status=FollowUp.Status.PENDING).order_by("due_at", "id")[:limit])
     done = list(rows.exclude(status=FollowUp.Status.PENDING).order_by("-id")[:limit])
@@ -342,16 +337,12 @@ def followups_for_session(*, session_id: int, limit: int = 50) -> list:
 
 def followup_get(*, user: AbstractBaseUser, session_id: int, followup_id: int):
     """A follow-up, only through the session it belongs to."""
-    from agents.models import FollowUp
-
     return FollowUp.objects.filter(
         pk=followup_id, session_id=session_id, session__in=sessions_for_user(user=user)
     ).first()
 
 
 def jobs_list(*, user: AbstractBaseUser, status: str = "", limit: int = 100) -> list:
-    from agents.models import Job
-
     if not user.is_authenticated:
         return []
     rows = Job.objects.select_related("created_by").order_by("-id")
@@ -361,8 +352,6 @@ def jobs_list(*, user: AbstractBaseUser, status: str = "", limit: int = 100) -> 
 
 
 def job_counts() -> dict[str, int]:
-    from agents.models import Job
-
     counts = {s: 0 for s in Job.Status.values}
     for row in Job.objects.order_by().values("status").annotate(n=Count("id")):
         counts[row["status"]] = row["n"]

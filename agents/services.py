@@ -1,7 +1,7 @@
 """Writes on sessions that come from people and inbound channels.
 
 Each is one short transaction under the session lock (the SessionRuntime row,
-see agents/runtime/store.py::_lock), so it never races the worker; each
+see agents/runtime/store/lock.py), so it never races the worker; each
 writes its events in that transaction and enqueues `advance` after commit.
 Views, consumers, the inbound API, tasks and management commands call these.
 """
@@ -17,16 +17,16 @@ from django.db import connection, transaction
 from django.db.models import Field
 from django.utils import timezone
 
-from agents import budgets, events, followups
+from agents import budgets, events
 from agents.errors import Conflict
 from agents.events import EventSpec
-from agents.models import Event, Session, SessionRuntime, ToolCall, Turn
-from agents.runtime import dispatch, store
+from agents.models import PARKED_CALLS, Event, Session, SessionRuntime, ToolCall, Turn
+from agents.runtime import dispatch, hooks, store
 from agents.transitions import check_tool_move
 
 T = Turn.Status
 C = ToolCall.Status
-OPEN_TURN = [T.ACCEPTED, T.RUNNING, T.WAITING, T.RESUMING]
+OPEN_TURN = [T.ACCEPTED, T.RUNNING, T.WAITING, T.WAITING_SUBAGENT, T.RESUMING]
 
 
 def _actor(user: AbstractBaseUser | None, default: str = "system") -> str:
@@ -132,7 +132,7 @@ def _post_message(key: str, text: str, trigger: str, user: AbstractBaseUser | No
             if active and policy == Session.MessagePolicy.INTERRUPT:
                 _cancel_open_turns(runtime, user, specs)
             if trigger == Turn.Trigger.CUSTOMER:  # the customer answered: no need to chase
-                followups.followups_cancel_on_reply(runtime, specs)
+                hooks.customer_reply(runtime, specs)
             if specs:  # seqs from runtime.last_seq, saved with the turn below
                 events.append(runtime, specs, save_seq=False)
             last_seq = runtime.last_seq
@@ -261,9 +261,7 @@ def turn_cancel(*, session_id: int, user: AbstractBaseUser | None) -> Session:
             raise Conflict("nothing to cancel", current=runtime.session.status)
         events.append(runtime, specs)
         dispatch.enqueue_on_commit(session_id)
-    from agents.capabilities.subagents import cancel_children  # children go with the parent
-
-    cancel_children(session_id, user=user)
+    hooks.turn_canceled(session_id, user=user)  # sub-agents: children go with the parent
     return runtime.session
 
 
@@ -343,15 +341,13 @@ def resume_if_unblocked(
     it back to a worker. (A turn still held by a worker is left alone; it
     re-reads the calls under this same lock before it would park.)"""
     turn = Turn.objects.get(pk=turn_id)
-    if turn.status != T.WAITING:
+    if turn.status not in (T.WAITING, T.WAITING_SUBAGENT):
         return
     calls = ToolCall.objects.filter(session_id=turn.session_id, turn=turn)  # the session's index
-    if calls.filter(status__in=[C.WAITING, C.IN_DOUBT]).exists():
+    if calls.filter(status__in=PARKED_CALLS).exists():
         return
     store.move_turn(turn, T.RESUMING)
-    session = runtime.session
-    session.status = Session.Status.RUNNING
-    session.save(update_fields=["status", "updated_at"])
+    store.set_session_status(runtime.session, Session.Status.RUNNING)
     specs.append(EventSpec("turn.resuming", {"number": turn.number}, turn.id, actor))
     dispatch.enqueue_on_commit(runtime.session_id)
 

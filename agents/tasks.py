@@ -7,12 +7,15 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from agents.runtime import engine, sweeper
+from agents.features.followups import followups_fire_due
+from agents.features.jobs import job_run, jobs_sweep
+from agents.features.retention import sessions_prune
+from agents.runtime import dispatch, engine, sweeper
 
 
 @shared_task(name="agents.advance_session", acks_late=True)
 def advance_session(session_id: int) -> None:
-    sweeper.clear_marker(session_id)
+    dispatch.clear_mark(session_id)
     engine.advance(session_id)
 
 
@@ -23,27 +26,19 @@ def sweep_sessions() -> None:
 
 @shared_task(name="agents.fire_followups", ignore_result=True)
 def fire_followups() -> None:
-    from agents.followups import followups_fire_due
-
     followups_fire_due()
 
 
 @shared_task(name="agents.run_job", acks_late=True, ignore_result=True)
 def run_job(job_id: int) -> None:
-    from agents.jobs import job_run
-
     job_run(job_id=job_id)
 
 
 @shared_task(name="agents.sweep_jobs", ignore_result=True)
 def sweep_jobs() -> None:
-    from agents.jobs import jobs_sweep
-
     jobs_sweep()
 
 
 @shared_task(name="agents.prune_sessions", ignore_result=True)
 def prune_sessions() -> None:
-    from agents.retention import sessions_prune
-
     sessions_prune()

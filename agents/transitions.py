@@ -15,20 +15,22 @@ C = ToolCall.Status
 
 TURN_MOVES: dict[str, frozenset[str]] = {
     T.ACCEPTED: frozenset({T.RUNNING, T.CANCELED}),
-    T.RUNNING: frozenset({T.WAITING, T.SUCCEEDED, T.FAILED, T.CANCELED}),
-    T.WAITING: frozenset({T.RESUMING, T.RUNNING, T.FAILED, T.CANCELED}),
-    T.RESUMING: frozenset({T.RUNNING, T.WAITING, T.FAILED, T.CANCELED}),
+    T.RUNNING: frozenset({T.WAITING, T.WAITING_SUBAGENT, T.SUCCEEDED, T.FAILED, T.CANCELED}),
+    T.WAITING: frozenset({T.RESUMING, T.RUNNING, T.WAITING_SUBAGENT, T.FAILED, T.CANCELED}),
+    T.WAITING_SUBAGENT: frozenset({T.RESUMING, T.RUNNING, T.WAITING, T.FAILED, T.CANCELED}),
+    T.RESUMING: frozenset({T.RUNNING, T.WAITING, T.WAITING_SUBAGENT, T.FAILED, T.CANCELED}),
 }
 
 TOOL_MOVES: dict[str, frozenset[str]] = {
     C.PENDING: frozenset({C.RUNNING, C.WAITING, C.FAILED, C.CANCELED}),
+    C.WAITING: frozenset({C.APPROVED, C.DENIED, C.CANCELED}),
     # A call waiting on a sub-agent is settled with the child's answer
-    # (agents/capabilities/subagents.py): succeeded or failed.
-    C.WAITING: frozenset({C.APPROVED, C.DENIED, C.CANCELED, C.SUCCEEDED, C.FAILED}),
+    # (capabilities/subagents.py): succeeded or failed.
+    C.WAITING_SUBAGENT: frozenset({C.SUCCEEDED, C.FAILED, C.CANCELED}),
     # ...denied when its approval lapsed before it could start (approvals.services).
     C.APPROVED: frozenset({C.RUNNING, C.CANCELED, C.DENIED}),
-    # ...and a running delegate call parks on its child (waiting).
-    C.RUNNING: frozenset({C.SUCCEEDED, C.FAILED, C.IN_DOUBT, C.RUNNING, C.WAITING}),
+    # ...and a running delegate call parks on its child.
+    C.RUNNING: frozenset({C.SUCCEEDED, C.FAILED, C.IN_DOUBT, C.RUNNING, C.WAITING_SUBAGENT}),
     # A human resolves an in-doubt call: retry it (approved), or say what happened.
     C.IN_DOUBT: frozenset({C.APPROVED, C.SUCCEEDED, C.FAILED, C.CANCELED}),
 }

@@ -20,9 +20,9 @@ from agents import events
 from agents.errors import Conflict, Forbidden, Invalid
 from agents.events import EventSpec
 from agents.runtime import store
-from approvals import policies
+from approvals import terms as who_decides
 from approvals.models import Approval, SessionAssignment
-from approvals.policies import ADMIN, ROLE_LEVEL
+from approvals.terms import ADMIN, ROLE_LEVEL
 from approvals.transitions import approval_touch
 
 A = Approval.Status
@@ -34,7 +34,7 @@ def _may_decide(user: AbstractBaseUser) -> None:
 
 
 def _is_admin(user: AbstractBaseUser) -> bool:
-    return policies.role_level(user) >= ROLE_LEVEL[ADMIN]
+    return who_decides.role_level(user) >= ROLE_LEVEL[ADMIN]
 
 
 def _held(who: AbstractBaseUser, since) -> str:

@@ -24,9 +24,9 @@ from django.utils import timezone
 
 from agents import selectors as agent_selectors
 from agents.models import Message, ToolCall
-from approvals import policies
+from approvals import terms as who_decides
 from approvals.models import Approval, SessionAssignment, Vote
-from approvals.policies import Terms
+from approvals.terms import Terms
 
 VIEWS = ("all", "mine", "unassigned")
 SORTS = {
@@ -65,7 +65,7 @@ class CardView:
     @property
     def bulk_ok(self) -> bool:
         """Low risk: one approver decides alone, not escalated."""
-        return not self.terms.quorum and self.terms.role == policies.APPROVER
+        return not self.terms.quorum and self.terms.role == who_decides.APPROVER
 
     @property
     def policy_key(self) -> str:
@@ -156,7 +156,7 @@ def decorate(approvals: list[Approval]) -> list[Approval]:
     declared = _declared({(a.session.profile, a.tool_name) for a in approvals})
     contexts = _contexts(approvals)
     for a in approvals:
-        terms = policies.terms_for(
+        terms = who_decides.terms_for(
             declared[(a.session.profile, a.tool_name)],
             arguments=a.arguments,
             edited=a.edited_arguments,
@@ -186,9 +186,9 @@ def ensure_view(approval: Approval) -> Approval:
     return approval
 
 
-def _declared(keys: set[tuple[str, str]]) -> dict[tuple[str, str], policies.ToolTerms]:
+def _declared(keys: set[tuple[str, str]]) -> dict[tuple[str, str], who_decides.ToolTerms]:
     # One query per distinct (profile, tool): an inbox holds a handful.
-    return {key: policies.declared_terms(*key) for key in keys}
+    return {key: who_decides.declared_terms(*key) for key in keys}
 
 
 def _parsed(output: str) -> Any:

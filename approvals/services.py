@@ -9,7 +9,7 @@ other, and one made on an expired approval, on arguments that changed, or
 on a card that changed since the decider loaded it (another vote, an edit,
 an assignment: `expected_version`) is refused with Conflict (HTTP 409) and
 runs nothing. Who may decide (role, amount, quorum) is policy
-(approvals/policies.py::terms_for); a refusal by policy is Forbidden (403)
+(approvals/terms.py::terms_for); a refusal by policy is Forbidden (403)
 and says why in words.
 
 The tool call moves to `approved` only with the last required vote, so the
@@ -35,12 +35,12 @@ from agents.models import SessionRuntime, ToolCall
 from agents.observability import observe
 from agents.runtime import store
 from agents.services import resume_if_unblocked
-from agents.tools.registry import get_profile
 from agents.transitions import check_tool_move
-from approvals import policies
+from approvals import terms as who_decides
 from approvals.models import Approval, Decision, Vote, arguments_hash
-from approvals.policies import ADMIN, ROLE_LEVEL, Terms, dollars
+from approvals.terms import ADMIN, ROLE_LEVEL, Terms, dollars
 from approvals.transitions import approval_move, approval_touch
+from capabilities.profiles import get_profile
 
 C = ToolCall.Status
 A = Approval.Status
@@ -48,8 +48,8 @@ A = Approval.Status
 
 def approval_terms(approval: Approval, edited: dict[str, Any] | None = None) -> Terms:
     """Who may decide `approval` and how many must, with `edited` arguments."""
-    declared = policies.declared_terms(approval.session.profile, approval.tool_name)
-    return policies.terms_for(
+    declared = who_decides.declared_terms(approval.session.profile, approval.tool_name)
+    return who_decides.terms_for(
         declared,
         arguments=approval.arguments,
         edited=edited if edited is not None else approval.edited_arguments,
@@ -250,9 +250,9 @@ def _check_policy(
     decision: str,
 ) -> None:
     """Separation of duties and the role ladder, as the profile declares them."""
-    level = policies.role_level(user)
-    asked = policies.amount_of(approval.arguments)
-    wanted = policies.amount_of(edited) if edited is not None else None
+    level = who_decides.role_level(user)
+    asked = who_decides.amount_of(approval.arguments)
+    wanted = who_decides.amount_of(edited) if edited is not None else None
     if wanted is not None and (asked is None or wanted > asked) and level < ROLE_LEVEL[ADMIN]:
         raise Forbidden(
             f"this edit raises the amount from {dollars(asked)} to {dollars(wanted)}, more than"

@@ -1,5 +1,5 @@
 """`python bench/mcp_calls.py [--calls N] [--fresh-calls M] [--gap S]`: the cost
-of one MCP tools/call through agents/capabilities/mcp.py::call, as the tool
+of one MCP tools/call through capabilities/mcp.py::call, as the tool
 step pays it (wall clock, ms per call, median and p95).
 
 The server is the capability tests' own (tests/capabilities/mcp_server.py,
@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
-from agents.capabilities.mcp import ServerConfig, call  # noqa: E402
+from capabilities.mcp import ServerConfig, call  # noqa: E402
 
 SERVER = ROOT / "tests" / "capabilities" / "mcp_server.py"
 

@@ -26,10 +26,11 @@ import re
 import time
 from typing import Any
 
-from agents.model.base import ModelReply, ModelRequest
+from agents.llm.base import ModelReply, ModelRequest
 from agents.tools.base import Kind, Tool, ToolContext, ToolOutput
-from agents.tools.registry import Profile, register_profile
+from agents.tools.profile import Profile
 from bench import workload
+from capabilities.registry import register_profile
 
 STEP_COUNTS = (10, 50, 200)
 REAL_PROFILE = "bench_real"
@@ -139,7 +140,7 @@ def _run_of(request: ModelRequest) -> tuple[int, int, int]:
 
 
 class FakeModel:
-    """Zero latency, in-process; the same seam as agents.model.anthropic.AnthropicModel."""
+    """Zero latency, in-process; the same seam as agents.llm.anthropic.AnthropicModel."""
 
     def complete(self, request: ModelRequest, *, on_text, abort) -> ModelReply:
         started = time.perf_counter()
@@ -164,7 +165,7 @@ class TimedAnthropicModel:
     """The production client, with the same timer hooks (the real client path row)."""
 
     def __init__(self) -> None:
-        from agents.model.anthropic import AnthropicModel
+        from agents.llm.anthropic import AnthropicModel
 
         self.inner = AnthropicModel()
 

@@ -6,7 +6,7 @@ Runs `--runs` sessions of the workload's triage loop (S = `--steps` model
 calls each, the fake model and tools of bench/plugin.py) through the real
 engine in this process, on a database of its own (`agentdesk_bench_storage`
 on DATABASE_URL's server, TRUNCATEd first; Redis db 14), then backdates them
-past AGENTDESK_RETENTION_DAYS and runs agents.retention.sessions_prune.
+past AGENTDESK_RETENTION_DAYS and runs agents.features.retention.sessions_prune.
 
 Bytes are measured two ways: the rows as stored (sum of pg_column_size over
 each session's rows, after TOAST compression, without page or index
@@ -127,8 +127,8 @@ def main() -> None:
 
     from django.utils import timezone
 
+    from agents.features.retention import sessions_prune
     from agents.models import Session
-    from agents.retention import sessions_prune
 
     seconds = _run(args.runs, args.steps)
     steps = _steps()

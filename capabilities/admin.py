@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 
-from capabilities import services
+from capabilities import mcp, mcp_config, services
 from capabilities.models import AgentProfile, McpToolList, PolicyChange, SubagentLink, ToolPolicy
 
 
@@ -82,9 +82,7 @@ class McpToolListAdmin(ReadOnly):
 
     @admin.action(description="Ask the server for its tools now")
     def refresh(self, request, queryset):
-        from agents.capabilities import mcp
-
-        configs = mcp.servers()
+        configs = mcp_config.servers()
         for row in queryset:
             if row.server in configs:
                 row.refreshed_at = row.failed_at = None

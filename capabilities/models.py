@@ -1,13 +1,13 @@
 """What agents may do, as admins configure it, and the links between sessions.
 
-The runtime side (providers, profile resolution, sub-agents) lives in
-agents/capabilities/; this app only holds the rows:
+The code that uses them (providers, profile resolution, sub-agents) is the
+rest of this app (capabilities/__init__.py); the rows:
 
 - AgentProfile + ToolPolicy: a profile's capabilities and per-tool policy.
   A profile with a row here is resolved from its policies alone (least
   privilege: a capability without an enabled policy is not offered); a
   profile without a row keeps the tools declared in code
-  (agents/tools/registry.py).
+  (capabilities/registry.py).
 - PolicyChange: who changed which profile or policy, when, and how.
 - McpToolList: the tools an MCP server last said it has (a cache every
   worker shares, so a server that is down still has its tools offered and
@@ -21,12 +21,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-
-class Kind(models.TextChoices):
-    # The same words as agents/tools/base.py::Kind.
-    READ_ONLY = "read_only"
-    IDEMPOTENT_BY_KEY = "idempotent_by_key"
-    NOT_IDEMPOTENT = "not_idempotent"
+from agents.tools.base import Kind  # a tool's kind, one definition
 
 
 class AgentProfile(models.Model):

@@ -86,20 +86,3 @@ def policy_delete(*, user, obj: AgentProfile | ToolPolicy) -> None:
                 )
         policy_change_record(user=user, obj=obj, action="deleted", before=snapshot(obj))
         obj.delete()
-
-
-def profile_from_code(*, user, name: str) -> AgentProfile:
-    """Take a code profile over as rows an admin can edit (same tools, default policy)."""
-    from agents.tools.registry import code_profile
-
-    code = code_profile(name)
-    if code is None:
-        raise LookupError(f"no code profile named {name!r}")
-    with transaction.atomic():
-        profile = AgentProfile.objects.filter(name=name).first() or policy_save(
-            user=user, obj=AgentProfile(name=name, description=f"Taken over from code: {name}")
-        )
-        for tool in code.tools:
-            if not profile.policies.filter(capability=tool.name).exists():
-                policy_save(user=user, obj=ToolPolicy(profile=profile, capability=tool.name))
-    return profile

@@ -212,7 +212,7 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": env_float("AGENTDESK_EXPIRE_INTERVAL_S", 5.0),
         "options": {"priority": 0},
     },
-    # Follow-ups, jobs and retention (agents/followups.py, jobs.py, retention.py):
+    # Follow-ups, jobs and retention (agents/features/followups.py, jobs.py, retention.py):
     # each task re-reads Postgres, so a duplicate tick (two beats) is harmless.
     "fire-followups": {
         "task": "agents.fire_followups",
@@ -224,7 +224,7 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": env_float("AGENTDESK_JOB_SWEEP_INTERVAL_S", 30.0),
         "options": {"priority": 0},
     },
-    # Sub-agents (agents/capabilities/subagents.py): answers and cancels the
+    # Sub-agents (capabilities/subagents.py): answers and cancels the
     # immediate hooks missed (a worker died between the two commits).
     "settle-subagents": {
         "task": "capabilities.settle_subagents",
@@ -263,7 +263,7 @@ AGENTDESK_MODEL = env_str("AGENTDESK_MODEL", "claude-sonnet-4-5")
 AGENTDESK_MODEL_MAX_TOKENS = env_int("AGENTDESK_MODEL_MAX_TOKENS", 1024)
 AGENTDESK_MODEL_TIMEOUT_S = env_float("AGENTDESK_MODEL_TIMEOUT_S", 120.0)
 AGENTDESK_MODEL_MAX_RETRIES = env_int("AGENTDESK_MODEL_MAX_RETRIES", 3)
-AGENTDESK_MODEL_CLIENT = env_str("AGENTDESK_MODEL_CLIENT", "agents.model.anthropic.AnthropicModel")
+AGENTDESK_MODEL_CLIENT = env_str("AGENTDESK_MODEL_CLIENT", "agents.llm.anthropic.AnthropicModel")
 
 STRIPE_API_KEY = env_str("STRIPE_API_KEY", "sk_test_sandbox")
 STRIPE_API_BASE = env_str("STRIPE_API_BASE", SANDBOX_URL)
@@ -356,13 +356,13 @@ AGENTDESK_SWEEP_GRACE_S = env_float("AGENTDESK_SWEEP_GRACE_S", 2.0)
 AGENTDESK_SWEEP_INTERVAL_S = env_float("AGENTDESK_SWEEP_INTERVAL_S", 2.0)
 AGENTDESK_TOOL_RETRIES = env_int("AGENTDESK_TOOL_RETRIES", 3)
 
-# --- Capabilities (agents/capabilities/) -----------------------------------
+# --- Capabilities (capabilities/) -----------------------------------
 # MCP servers, as JSON: {"docs": {"transport": "stdio", "command": ["python",
 # "srv.py"], "env": {"TOKEN": "${DOCS_TOKEN}"}}, "crm": {"transport": "http",
 # "url": "https://crm/mcp", "headers": {"Authorization": "Bearer ${CRM_TOKEN}"},
 # "tools": {"create_case": {"kind": "idempotent_by_key"}}}}. ${VAR} is read
 # from this process's environment: secrets come from configuration, never
-# from the model. See agents/capabilities/mcp.py for every key.
+# from the model. See capabilities/mcp.py for every key.
 AGENTDESK_MCP_SERVERS = env_json("AGENTDESK_MCP_SERVERS", {})
 AGENTDESK_MCP_TIMEOUT_S = env_float("AGENTDESK_MCP_TIMEOUT_S", 15.0)
 AGENTDESK_MCP_LIST_TTL_S = env_float("AGENTDESK_MCP_LIST_TTL_S", 300.0)
@@ -371,13 +371,13 @@ AGENTDESK_MCP_RETRY_LIST_S = env_float("AGENTDESK_MCP_RETRY_LIST_S", 30.0)
 AGENTDESK_CAPABILITY_CACHE_S = env_float("AGENTDESK_CAPABILITY_CACHE_S", 5.0)
 AGENTDESK_SUBAGENT_MAX_DEPTH = env_int("AGENTDESK_SUBAGENT_MAX_DEPTH", 3)
 
-# Jobs (agents/jobs.py): attempts before a job is dead, backoff between them,
+# Jobs (agents/features/jobs.py): attempts before a job is dead, backoff between them,
 # and how long a running attempt may go without progress before it is failed.
 AGENTDESK_JOB_MAX_ATTEMPTS = env_int("AGENTDESK_JOB_MAX_ATTEMPTS", 3)
 AGENTDESK_JOB_BACKOFF_S = env_float("AGENTDESK_JOB_BACKOFF_S", 10.0)
 AGENTDESK_JOB_BACKOFF_MAX_S = env_float("AGENTDESK_JOB_BACKOFF_MAX_S", 600.0)
 AGENTDESK_JOB_STALE_S = env_float("AGENTDESK_JOB_STALE_S", 900.0)
-# Retention (agents/retention.py): closed sessions (idle, failed, canceled)
+# Retention (agents/features/retention.py): closed sessions (idle, failed, canceled)
 # not updated for this many days have their transcript and events archived
 # (gzip JSON in agents_sessionarchive) and deleted, in batches. 0 disables.
 AGENTDESK_RETENTION_DAYS = env_int("AGENTDESK_RETENTION_DAYS", 30)

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from agents.tools.registry import get_profile
 from approvals.models import Approval
+from capabilities.profiles import get_profile
 from dashboard.presenters import Change, arguments_diff
 
 

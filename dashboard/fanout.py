@@ -16,7 +16,6 @@ import asyncio
 import logging
 import weakref
 from dataclasses import dataclass, field
-from typing import Any
 
 from channels.layers import get_channel_layer
 
@@ -95,13 +94,3 @@ def fanout() -> Fanout:
     if found is None:
         found = _fanouts[loop] = Fanout()
     return found
-
-
-async def follow(group: str) -> asyncio.Queue[dict[str, Any]]:
-    inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-    await fanout().join(group, inbox)
-    return inbox
-
-
-async def unfollow(group: str, inbox: asyncio.Queue) -> None:
-    await fanout().leave(group, inbox)

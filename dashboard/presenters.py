@@ -167,7 +167,7 @@ def event_summary(kind: str, data: dict[str, Any] | None) -> str:
         money = after.get("max_total_cost_micros")
         return (
             f"Session budget set to {f'{tokens:,} tokens' if tokens else 'no token limit'}, "
-            f"{usd(money) if money else 'no cost limit'}"
+            f"{budgets.usd(money) if money else 'no cost limit'}"
         )
     if kind == "memory.snapshot":
         usage = d.get("usage") or {}
@@ -200,10 +200,6 @@ def cost_usd(input_tokens: int, output_tokens: int, model: str | None = None) ->
         return None
     micros = budgets.cost_micros(model, input_tokens, output_tokens)
     return (Decimal(micros) / Decimal(1_000_000)).quantize(Decimal("0.0001"))
-
-
-def usd(micros: int | None) -> str:
-    return budgets.usd(micros)
 
 
 # --- Edited arguments -------------------------------------------------------------------------

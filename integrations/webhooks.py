@@ -28,6 +28,7 @@ from django.db import transaction
 from django.utils import timezone
 from standardwebhooks.webhooks import Webhook
 
+from agents.backoff import backoff_s
 from agents.errors import Conflict, Invalid
 from integrations.models import EVENT_TYPES, WebhookAttempt, WebhookDelivery, WebhookSubscription
 
@@ -167,17 +168,20 @@ def _record(
                 "webhook %s to %s is dead: %s", row.message_id, delivery.subscription, error
             )
         else:
-            row.next_attempt_at = now + timedelta(seconds=backoff_s(row.attempts))
+            row.next_attempt_at = now + timedelta(seconds=delivery_backoff_s(row.attempts))
         row.save()
 
 
-def backoff_s(attempts: int) -> float:
-    """Seconds before the next attempt after `attempts` failed ones: the
-    base doubled each time, capped, with up to 10% jitter (receivers that
-    come back are not hit by every sender in the same second)."""
-    base = settings.AGENTDESK_WEBHOOK_BACKOFF_S * 2 ** (attempts - 1)
-    capped = min(base, settings.AGENTDESK_WEBHOOK_BACKOFF_MAX_S)
-    return capped * (1 + secrets.randbelow(100) / 1000)
+def delivery_backoff_s(attempts: int) -> float:
+    """Seconds before the next attempt after `attempts` failed ones, with up
+    to 10% jitter (receivers that come back are not hit by every sender in
+    the same second)."""
+    return backoff_s(
+        attempts,
+        base=settings.AGENTDESK_WEBHOOK_BACKOFF_S,
+        cap=settings.AGENTDESK_WEBHOOK_BACKOFF_MAX_S,
+        jitter=0.1,
+    )
 
 
 def subscription_deliveries(*, subscription_id: int, limit: int = 100) -> list[dict[str, Any]]:

@@ -36,16 +36,6 @@ def current() -> tuple[str, int, int | None] | None:
     return _context.get()
 
 
-class StepContextFilter(logging.Filter):
-    """Adds session_key / turn / step to a record (for any formatter)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        bound = _context.get()
-        if bound is not None:
-            record.session_key, record.turn, record.step = bound
-        return True
-
-
 class JsonFormatter(_BaseJsonFormatter):
     """One JSON object per line: time, level, logger, message, the step
     context when there is one, any `extra=` fields, and the traceback."""

@@ -22,13 +22,11 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from agents.models import Turn
 from agents.observability import logs, metrics, tracing
-
-if TYPE_CHECKING:
-    from agents.models import Turn
-    from agents.runtime.state import CallState, Claimed
+from agents.runtime.state import CallState, Claimed
 
 
 @contextmanager
@@ -146,7 +144,10 @@ def tool_step(claimed: Claimed, call: CallState) -> Step:
 
 
 def _fine(outcome: str) -> bool:
-    return outcome in ("ok", "succeeded", "waiting_for_approval", "denied", "canceled")
+    return outcome in (
+        *("ok", "succeeded", "waiting_for_approval", "waiting_for_subagent"),
+        *("denied", "canceled"),
+    )
 
 
 def turn_finished(session_key: str, turn: Turn) -> None:

@@ -17,14 +17,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import connection
 from django.utils import timezone
+
+from agents import budgets
 
 # Bucket width per window: about 60-100 bars whatever the window.
 WINDOWS = {1: 60, 3: 180, 6: 300, 12: 600, 24: 900}  # hours -> seconds per bucket
 # USD per million tokens (input, output) when AGENTDESK_PRICES (agents/budgets.py)
 # has no price for the model and a reply recorded no cost of its own.
-DEFAULT_PRICES = (3.0, 15.0)
 
 _EVENTS_SQL = """
     SELECT date_bin(make_interval(secs => %(width)s), created_at, TIMESTAMPTZ '2000-01-01') AS b,
@@ -138,11 +140,6 @@ def _bin(moment: datetime, width: int) -> datetime:
 
 def _prices() -> tuple[float, float]:
     """Price of the configured model, per million tokens, for replies that
-    recorded no cost (the price table is AGENTDESK_PRICES, agents/budgets.py)."""
-    from django.conf import settings
-
-    try:
-        from agents.budgets import prices_for
-    except ImportError:
-        return DEFAULT_PRICES
-    return prices_for(settings.AGENTDESK_MODEL) or DEFAULT_PRICES
+    recorded no cost: the one price table, AGENTDESK_PRICES (agents/budgets.py);
+    a model without a price costs nothing, as in the budgets."""
+    return budgets.prices_for(settings.AGENTDESK_MODEL) or (0.0, 0.0)

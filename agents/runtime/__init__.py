@@ -1,11 +1,20 @@
-"""The step engine: claim, act, record (see ../shared/DESIGN.md, "The step protocol").
+"""The step engine: claim, act, record (DESIGN.md, "The step protocol").
 
-- ownership.py  who may advance a session (an advisory lock on the worker's
-                own connection) and the fencing token that guards its writes
-- store/        every statement the engine commits (claims, hot, transitions)
 - engine.py     the loop: decide the next step from durable state, do its
                 I/O outside any transaction, record it
+- store/        every statement the engine commits (claims, the two hot-path
+                statements, the control transitions, the session lock)
+- ownership.py  who may advance a session (a liveness lock on the worker
+                process's own connection) and the fencing token
+- state.py      the claimed session as the engine holds it in memory
 - tooling.py    running one tool call and sorting its outcome
-- events.py     publishing committed events to live viewers
+- cancel.py     cancels and deadlines during a model call
+- memory.py     summarizing a long transcript into a memory snapshot
+- live.py       streaming a reply's text to live viewers
+- dispatch.py   enqueueing `advance` (by task name)
 - sweeper.py    re-enqueueing sessions that have work and no live owner
+- watchdog.py   the sweeper thread of every worker process, and its check
+                that the process still holds its liveness lock
+- hooks.py      the plug points features register on (the runtime imports
+                no feature: tests/test_import_contracts.py)
 """

@@ -36,21 +36,19 @@ from django.conf import settings
 from django.utils import timezone
 
 from agents import budgets
-from agents.capabilities import subagents
-from agents.model import get_model_client
-from agents.model.base import ModelAborted, ModelReply, ModelRequest, ModelUnavailable
+from agents.llm import get_model_client
+from agents.llm.base import ModelAborted, ModelReply, ModelRequest, ModelUnavailable
 from agents.models import ToolCall
 from agents.observability import observe
-from agents.runtime import cancel, dispatch, live, memory, ownership, store, tooling
+from agents.runtime import cancel, dispatch, hooks, live, memory, ownership, store, tooling
 from agents.runtime.ownership import Owner
 from agents.runtime.state import CallState, Claimed
 from agents.runtime.store import budget as budget_store
 from agents.runtime.store import pool
 from agents.tools.base import Kind, Tool, ToolContext
-from agents.tools.registry import Profile, get_profile, turn_call_names
+from agents.tools.profile import Profile, turn_call_names
 from approvals.models import arguments_hash
 from approvals.policies import Requirement
-from approvals.services import approval_lapse
 
 log = logging.getLogger(__name__)
 S = ToolCall.Status
@@ -94,7 +92,7 @@ def _drive(session_id: int, owner: Owner) -> None:
             store.abandon(claimed)
             raise
         if stop is Stop.TURN_ENDED:  # answer a parent, cancel unwanted children
-            subagents.turn_ended(claimed)
+            hooks.turn_ended(claimed)
             if claimed.turn_queued is False:
                 # The commit that ended the turn released the session and saw
                 # no queued turn; one posted since is found by advance()'s
@@ -109,7 +107,7 @@ def _drive(session_id: int, owner: Owner) -> None:
 
 
 def _run_turn(claimed: Claimed, deadline: float) -> Stop:
-    profile = get_profile(claimed.profile)
+    profile = hooks.profiles(claimed.profile)
     while not claimed.turn_done:
         if claimed.cancel_requested:
             store.cancel_turn(claimed)
@@ -148,13 +146,13 @@ def _tool_step(claimed: Claimed, profile: Profile, call: CallState) -> Stop | No
     if call.status == S.SUCCEEDED:  # a human said what an in-doubt call did
         _record(claimed, call, tooling.Outcome(call.status, call.output))
         return None
-    if call.status in (S.WAITING, S.IN_DOUBT):
+    if call.status in (S.WAITING, S.WAITING_SUBAGENT, S.IN_DOUBT):
         return Stop.PARKED if store.park(claimed) else None
     if call.status == S.APPROVED and not call.attempts:
         # Expiry is checked at execution too: an approval whose time ran out
         # before its call could start (a worker down) never runs it.
         if (
-            note := approval_lapse(session_id=claimed.session_id, tool_call_id=call.id)
+            note := hooks.approval_lapsed(session_id=claimed.session_id, tool_call_id=call.id)
         ) is not None:
             call.status, call.output = S.DENIED, note
             return _tool_step(claimed, profile, call)
@@ -177,9 +175,9 @@ def _tool_step(claimed: Claimed, profile: Profile, call: CallState) -> Stop | No
     step = observe.tool_step(claimed, call)  # metrics, span, log context
     pool.give_back()  # the call may take seconds: hold no connection meanwhile
     outcome = tooling.execute(tool, context, call.input)
-    if outcome.status == S.WAITING:  # handed to a sub-agent: park until it answers
+    if outcome.status == S.WAITING_SUBAGENT:  # handed to a sub-agent: park until it answers
         step.end(outcome.status)
-        return Stop.PARKED if subagents.park_on_child(claimed, call) else None
+        return Stop.PARKED if hooks.call_waiting(claimed, call) else None
     if outcome.status == S.IN_DOUBT:
         store.mark_in_doubt(claimed, call, outcome.content)
         step.end(outcome.status)

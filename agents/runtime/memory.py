@@ -24,7 +24,7 @@ from typing import Any
 
 from django.conf import settings
 
-from agents.model.base import ModelRequest
+from agents.llm.base import ModelRequest
 from agents.runtime.state import Claimed
 
 # The sandbox's Messages-API stand-in recognizes a summarization request by

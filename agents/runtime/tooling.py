@@ -24,6 +24,7 @@ from typing import Any
 
 from django.conf import settings
 
+from agents.backoff import backoff_s
 from agents.models import ToolCall
 from agents.per_process import PerProcess
 from agents.runtime.store import pool
@@ -55,7 +56,7 @@ def execute(tool: Tool, ctx: ToolContext, arguments: dict[str, Any]) -> Outcome:
     last: Exception | None = None
     for attempt in range(retries + 1):
         if attempt:
-            time.sleep(min(0.2 * 2**attempt, 2.0))  # backoff between our own retries
+            time.sleep(backoff_s(attempt, base=0.4, cap=2.0))  # between our own retries
         try:
             output = _run_with_deadline(tool, ctx, arguments)
         except NotSent as exc:
@@ -71,7 +72,7 @@ def execute(tool: Tool, ctx: ToolContext, arguments: dict[str, Any]) -> Outcome:
         except ToolError as exc:
             return Outcome(S.FAILED, clean(f"Error: {exc}"), is_error=True)
         except Waiting as exc:  # handed to a sub-agent: the engine parks the turn
-            return Outcome(S.WAITING, str(exc))
+            return Outcome(S.WAITING_SUBAGENT, str(exc))
         except Exception as exc:  # a bug in a connector must not kill the turn
             log.exception("tool %s raised", tool.name)
             return Outcome(S.FAILED, clean(f"Error: {tool.name} failed: {exc!r}"), is_error=True)

@@ -12,18 +12,20 @@ The kind decides what recovery may do with a call whose outcome is unknown
 
 from __future__ import annotations
 
-import enum
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import jsonschema
+from django.db import models
 
 from agents.tools import arguments as _arguments
 
 
-class Kind(enum.StrEnum):
+class Kind(models.TextChoices):
+    """Also the choices of capabilities.ToolPolicy.kind (an admin's override)."""
+
     READ_ONLY = "read_only"
     IDEMPOTENT_BY_KEY = "idempotent_by_key"
     NOT_IDEMPOTENT = "not_idempotent"
@@ -38,8 +40,15 @@ class ToolContext:
 
     @property
     def ticket_id(self) -> str | None:
-        kind, _, ident = self.session_key.partition(":")
-        return ident.split("/")[0] if kind == "ticket" and ident else None
+        return ticket_id_of(self.session_key)
+
+
+def ticket_id_of(session_key: str) -> str | None:
+    """The helpdesk ticket a session acts on: `ticket:4812` -> "4812", and a
+    sub-agent of it (`ticket:4812/research-ab12`) acts on the same ticket."""
+    kind, _, ident = session_key.partition(":")
+    ticket = ident.split("/")[0]
+    return ticket if kind == "ticket" and ticket else None
 
 
 @dataclass(frozen=True)
@@ -66,7 +75,7 @@ class NotSent(Exception):
 
 class Waiting(Exception):
     """The call goes on elsewhere (a sub-agent's session): the runtime parks
-    the turn until it answers (agents/capabilities/subagents.py)."""
+    the turn until it answers (capabilities/subagents.py)."""
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ from typing import Any
 import stripe
 from django.conf import settings
 
+from agents.errors import ServiceError
+from agents.features.followups import followup_schedule
 from agents.tools import http
 from agents.tools.base import (
     Kind,
@@ -125,6 +127,10 @@ def issue_refund(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
         raise NotSent("payment provider answered 429 (rate limited)") from exc
     except stripe.StripeError as exc:
         status = exc.http_status or 0
+        if status == 409 and exc.code == http.KEY_IN_USE:
+            # Our key's first request is still running there: this one was
+            # refused and did nothing; sent again later it gets that answer.
+            raise NotSent("payment provider answered 409 (idempotency key in use)") from exc
         if status >= 500 or status == 409:
             raise OutcomeUnknown(f"payment provider answered {status}") from exc
         raise ToolError(f"refund refused by the payment provider: {exc.user_message}") from exc
@@ -141,9 +147,6 @@ def issue_refund(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
 def schedule_followup(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
     # Our own database, keyed by the call's idempotency key: a re-sent call
     # (a worker died after the commit) finds the row the first one made.
-    from agents.errors import ServiceError
-    from agents.followups import followup_schedule
-
     try:
         row, created = followup_schedule(
             session_key=ctx.session_key,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django import template
 
-from approvals import policies
+from approvals import terms as who_decides
 from approvals.models import Approval
 from approvals.selectors import CardView, ensure_view
 
@@ -20,7 +20,7 @@ def card_view(approval: Approval) -> CardView:
 
 @register.filter
 def dollars(cents) -> str:
-    return policies.dollars(
+    return who_decides.dollars(
         cents if isinstance(cents, int) and not isinstance(cents, bool) else None
     )
 
@@ -29,4 +29,4 @@ def dollars(cents) -> str:
 def desk_admin(user) -> bool:
     if not hasattr(user, "is_authenticated"):
         return False
-    return policies.role_level(user) >= policies.ROLE_LEVEL[policies.ADMIN]
+    return who_decides.role_level(user) >= who_decides.ROLE_LEVEL[who_decides.ADMIN]

@@ -19,6 +19,7 @@ from django.db import connection
 
 from agents.models import Event, Message, Session, SessionRuntime, ToolCall, Turn
 from agents.runtime.ownership import LIVE_PROCESSES_SQL
+from agents.tools.base import ticket_id_of
 from approvals.models import Approval
 
 C = ToolCall.Status
@@ -60,9 +61,9 @@ class World:
         self.sandbox_url = sandbox_url
         self.refunds = _get(sandbox_url, "/_refunds")["refunds"]
         self.tickets = {
-            key: _get(sandbox_url, f"/helpdesk/tickets/{s.ticket_id}")
+            key: _get(sandbox_url, f"/helpdesk/tickets/{ticket_id_of(s.key)}")
             for key, s in ((s.key, s) for s in self.sessions.values())
-            if s.ticket_id
+            if ticket_id_of(s.key)
         }
 
 

@@ -7,6 +7,7 @@ from typing import Any
 from django import template
 from django.utils.safestring import SafeString
 
+from agents import budgets
 from dashboard import presenters
 
 register = template.Library()
@@ -49,10 +50,8 @@ def cost(input_tokens: int, output_tokens: int) -> str:
     return "" if value is None else f"${value}"
 
 
-@register.filter
-def usd(micros: int | None) -> str:
-    """Micro-dollars as dollars ("$0.0123"); "" for None (no limit)."""
-    return presenters.usd(micros)
+# Micro-dollars as dollars ("$0.0123"); "" for None (no limit).
+register.filter("usd", budgets.usd)
 
 
 @register.filter
@@ -60,7 +59,7 @@ def get(mapping: dict, key: Any) -> Any:
     return mapping.get(key) if mapping else None
 
 
-_OPEN = {"running", "waiting_for_approval", "in_doubt", "paused"}
+_OPEN = {"running", "waiting_for_approval", "waiting_for_subagent", "in_doubt", "paused"}
 
 
 @register.filter

@@ -18,14 +18,14 @@ from dashboard.views.approvals import (
     approvals_bulk,
     session_approvals_assign,
 )
-from dashboard.views.history import history, history_export
-from dashboard.views.ops import (
+from dashboard.views.features import (
     customer_retriage,
     followup_cancel,
     job_retry,
     jobs_page,
     session_fork,
 )
+from dashboard.views.history import history, history_export
 from dashboard.views.sessions import (
     session,
     session_cancel,

@@ -17,7 +17,7 @@ from agents.transitions import IllegalTransition
 from dashboard import pushes
 from dashboard.inputs import bounded_int
 from dashboard.views.common import back, desk_view, invalid, rate_limited, refused
-from dashboard.views.ops import session_ops_context
+from dashboard.views.features import session_ops_context
 
 PAGE_SIZE = 100
 VIEW, OPERATE = "agents.view_session", "agents.operate_session"
@@ -77,7 +77,7 @@ def session(request: HttpRequest, session_id: int) -> HttpResponse:
             "runtime": view.runtime,
             "stream": stream,
             "events": [pushes.event_dict(e) for e in view.events],
-            # Follow-ups, storage, fork (dashboard/views/ops.py).
+            # Follow-ups, storage, fork (dashboard/views/features.py).
             **session_ops_context(request, view.session, view.runtime.transcript_len),
         },
     )

@@ -17,8 +17,8 @@ from django.test import Client
 from django.utils import timezone
 
 from agents.audit import audit_record, session_verify
+from agents.features.retention import sessions_prune
 from agents.models import Event, Session, SessionArchive
-from agents.retention import sessions_prune
 from approvals.models import Approval, Decision
 from approvals.services import approval_decide
 from tests.agents.helpers import deliver_ticket, triggers_bypassed, wait_turn

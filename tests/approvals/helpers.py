@@ -1,18 +1,25 @@
 """Approval policy as a capability profile declares it, for tests: the
-support profile taken over as rows, its issue_refund policy set."""
+support profile taken over as rows (every tool it declares in code, default
+policy), its issue_refund policy set."""
 
 from __future__ import annotations
 
-from capabilities.models import ToolPolicy
-from capabilities.services import profile_from_code
+from capabilities.models import AgentProfile, ToolPolicy
+from capabilities.registry import code_profile
+from capabilities.services import policy_save
 
 
 def refund_policy(**fields) -> ToolPolicy:
-    profile = profile_from_code(user=None, name="support_triage")
+    profile = AgentProfile.objects.filter(name="support_triage").first() or policy_save(
+        user=None, obj=AgentProfile(name="support_triage")
+    )
+    for tool in code_profile("support_triage").tools:
+        if not profile.policies.filter(capability=tool.name).exists():
+            policy_save(user=None, obj=ToolPolicy(profile=profile, capability=tool.name))
     policy = profile.policies.get(capability="issue_refund")
     for name, value in fields.items():
         setattr(policy, name, value)
-    policy.save()
+    policy_save(user=None, obj=policy)
     return policy
 
 

@@ -16,8 +16,8 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from agents.tools.registry import code_profile
 from approvals.policies import requirement_for
+from capabilities.registry import code_profile
 
 ORDER = "ORD-1011"
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from agents.model.base import ModelRequest
+from agents.llm.base import ModelRequest
 from agents.runtime.engine import build_messages
-from agents.tools.registry import get_profile
 from bench import plugin, workload
+from capabilities.profiles import get_profile
 
 # get_profile reads the capabilities tables (a profile may be edited there).
 pytestmark = pytest.mark.django_db

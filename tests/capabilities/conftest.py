@@ -141,7 +141,7 @@ def make_profile(name: str, *capabilities: str, **policies: dict):
         ToolPolicy.objects.create(
             profile=profile, capability=capability, **policies.get(capability, {})
         )
-    from agents.capabilities.profiles import forget
+    from capabilities.profiles import forget
 
     forget()
     return profile

@@ -1,4 +1,4 @@
-"""Kept MCP sessions (agents/capabilities/mcp_sessions.py): a worker keeps one
+"""Kept MCP sessions (capabilities/mcp_sessions.py): a worker keeps one
 stdio server running across calls, and starts another when it died."""
 
 from __future__ import annotations

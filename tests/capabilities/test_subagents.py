@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from agents import services
+from agents import selectors, services
 from agents.models import Event, Session, ToolCall, Turn
 from approvals.models import Approval
 from capabilities.models import SubagentLink
@@ -68,10 +68,21 @@ def test_cancelling_the_parent_cancels_the_child(mcp_servers, caps_workers, alic
         what="the child waiting for an approver",
     )
     wait_for(
-        lambda: Session.objects.get(pk=parent.pk).status == "waiting_for_approval",
+        lambda: Session.objects.get(pk=parent.pk).status == "waiting_for_subagent",
         timeout=30,
         what="the parent parked on its child",
     )
+    # The parent waits on a session, not on a person (issue 16): its own
+    # status, for the call, the turn and the session; only the child, whose
+    # call waits for an approver, needs a human.
+    assert ToolCall.objects.get(session=parent).status == "waiting_for_subagent"
+    assert Turn.objects.get(session=parent).status == "waiting_for_subagent"
+    assert Session.objects.get(pk=child.pk).status == "waiting_for_approval"
+    assert "waiting_for_subagent" not in selectors.NEEDS_HUMAN
+    counts = selectors.session_counts(user=alice)
+    assert counts["waiting_for_subagent"] == 1 and counts["waiting_for_approval"] == 1
+    needing = [s.key for s in selectors.sessions_list(user=alice)[:1]]
+    assert needing == [child.key]  # what needs a human comes first
 
     services.turn_cancel(session_id=parent.id, user=alice)
 

@@ -136,7 +136,7 @@ def test_a_task_whose_worker_dies_is_delivered_again_after_the_visibility_timeou
 def _model_step_worst_s() -> float:
     """A model step: the SDK's attempts, each up to the model timeout, and the
     SDK's backoff between them (anthropic caps one wait at 8 s)."""
-    from agents.model.anthropic import AnthropicModel
+    from agents.llm.anthropic import AnthropicModel
 
     client = AnthropicModel().client
     attempts = client.max_retries + 1
@@ -147,8 +147,8 @@ def _tool_step_worst_s() -> float:
     """A tool step: tooling.execute's attempts, each up to the tool's timeout
     (issue_refund makes two requests: the order, then the refund; the Stripe
     client's own timeout applies to the second), with its backoff."""
-    from agents.tools.registry import get_profile
     from agents.tools.support import LOOKUP_ORDER, _stripe_client
+    from capabilities.profiles import get_profile
 
     retries = settings.AGENTDESK_TOOL_RETRIES
     backoff = sum(min(0.2 * 2**attempt, 2.0) for attempt in range(1, retries + 1))

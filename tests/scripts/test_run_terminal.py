@@ -70,7 +70,9 @@ def test_the_console_line_is_for_a_person():
     formatter = logs.ConsoleFormatter()
     token = logs.bind("ticket:7", 2, 5)
     try:
-        line = formatter.format(_record("agents.jobs", logging.WARNING, "job %s is dead", (3,)))
+        line = formatter.format(
+            _record("agents.features.jobs", logging.WARNING, "job %s is dead", (3,))
+        )
     finally:
         logs.unbind(token)
     assert line.split(" ", 1)[1] == "WARNING job 3 is dead [ticket:7 turn 2 step 5]"

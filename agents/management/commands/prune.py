@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
-from agents.retention import sessions_prune
+from agents.features.retention import sessions_prune
 
 
 class Command(BaseCommand):

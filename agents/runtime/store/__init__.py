@@ -5,16 +5,14 @@
 - `hot`: the two statements of an agent step (`record_reply`,
   `record_tool_result`), one round trip and one commit each, guarded by the
   fence, no read-before-write;
-- `transitions`: everything rarer (mark running / reissued / in doubt, park
+- `control`: the control transitions, everything rarer (mark running / reissued / in doubt, park
   for a human, cancel, fail, back off), ORM inside `transaction.atomic()`;
 - `lock`: the session lock they all take, and LostClaim;
 - `pool`: giving the borrowed connection back before a network wait.
 """
 
 from agents.runtime.store.claims import abandon, claim, is_runnable, release
-from agents.runtime.store.hot import record_reply, record_tool_result
-from agents.runtime.store.lock import LostClaim, lock_session
-from agents.runtime.store.transitions import (
+from agents.runtime.store.control import (
     cancel_open_calls,
     cancel_turn,
     fail_turn,
@@ -27,6 +25,8 @@ from agents.runtime.store.transitions import (
     park,
     set_session_status,
 )
+from agents.runtime.store.hot import record_reply, record_tool_result
+from agents.runtime.store.lock import LostClaim, lock_session
 
 __all__ = [
     "LostClaim",

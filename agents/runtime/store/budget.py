@@ -1,7 +1,7 @@
 """Commits for budgets and memory: a turn ended or a session paused by a
 budget, and a memory snapshot. Rare (at most once per turn, or once per
 summary), so ORM in `transaction.atomic()` with the fence checked, like
-store.transitions.
+store.control.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from agents.budgets import Exceeded
 from agents.events import EventSpec
 from agents.models import MemorySnapshot, Session, Turn
 from agents.runtime.state import Claimed
-from agents.runtime.store.lock import lock_session
-from agents.runtime.store.transitions import (
+from agents.runtime.store.control import (
     cancel_open_calls,
     finish_turn,
     move_turn,
     set_session_status,
 )
+from agents.runtime.store.lock import lock_session
 
 T = Turn.Status
 

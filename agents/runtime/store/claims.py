@@ -25,6 +25,7 @@ from agents.budgets import Limits
 from agents.events import EventSpec
 from agents.fields import json_column
 from agents.models import (
+    PARKED_CALLS,
     Event,
     MemorySnapshot,
     Message,
@@ -36,13 +37,13 @@ from agents.models import (
 from agents.runtime import ownership
 from agents.runtime.ownership import Owner
 from agents.runtime.state import CallState, Claimed
-from agents.runtime.store.lock import lock_session
-from agents.runtime.store.transitions import (
+from agents.runtime.store.control import (
     cancel_open_calls,
     finish_turn,
     move_turn,
     set_session_status,
 )
+from agents.runtime.store.lock import lock_session
 
 log = logging.getLogger(__name__)
 C = ToolCall.Status
@@ -130,20 +131,21 @@ def _runnable_turn(runtime: SessionRuntime, specs: list[EventSpec], owner: str) 
         return turn
     if turn.status == T.RUNNING:
         return turn
-    waiting = turn.status == T.WAITING
-    if turn.status == T.RESUMING or (waiting and not _waits_on_human(runtime, turn)):
+    waiting = turn.status in (T.WAITING, T.WAITING_SUBAGENT)
+    if turn.status == T.RESUMING or (waiting and not _waits(runtime, turn)):
         move_turn(turn, T.RUNNING)
         set_session_status(runtime.session, Session.Status.RUNNING)
         specs.append(EventSpec("turn.resumed", {"number": turn.number}, turn.id, owner))
         return turn
-    return None  # waiting on a human
+    return None  # waiting on a human, or on a sub-agent
 
 
-def _waits_on_human(runtime: SessionRuntime, turn: Turn) -> bool:
+def _waits(runtime: SessionRuntime, turn: Turn) -> bool:
+    """Whether the parked turn still waits: on a person, or on a sub-agent."""
     if runtime.session.status == Session.Status.PAUSED:
         return True  # over a session budget: an admin raises it (store/budget.py)
     calls = ToolCall.objects.filter(session_id=turn.session_id, turn=turn)  # the session's index
-    return calls.filter(status__in=[C.WAITING, C.IN_DOUBT]).exists()
+    return calls.filter(status__in=PARKED_CALLS).exists()
 
 
 def _start_turn(runtime: SessionRuntime, turn: Turn, specs: list[EventSpec], owner: str) -> None:

@@ -27,7 +27,6 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
-from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
 
 from agents import events
@@ -35,6 +34,7 @@ from agents.fields import json_column
 from agents.models import ToolCall
 from agents.runtime.state import CallState, Claimed
 from agents.runtime.store.lock import LostClaim
+from approvals import hot as approval_rows
 
 C = ToolCall.Status
 
@@ -43,8 +43,8 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-# record_reply is assembled from these parts: the approvals and the end of the
-# turn only when there are some (most replies have neither), because every
+# record_reply is assembled from these parts, the approvals (approvals/hot.py)
+# and the end of the turn only when there are some (most replies have neither), because every
 # table a statement names is opened, with its indexes and triggers, on every
 # execution: the lean variant opens three tables instead of six.
 _REPLY_RUNTIME = """
@@ -87,18 +87,6 @@ WITH s AS (
     FROM s, json_array_elements(%(events)s::json) WITH ORDINALITY AS ev(d, ord)
 )"""
 
-_REPLY_APPROVALS = """, ap AS (
-    INSERT INTO approvals_approval (tool_call_id, session_id, turn_id, status, policy,
-        policy_detail, tool_name, arguments, arguments_hash, reasoning, requested_by_id, reason,
-        created_at, expires_at)
-    SELECT tc.id, %(sid)s, %(turn)s, 'pending', a.policy, a.detail, a.tool_name, a.arguments,
-        a.arguments_hash, a.reasoning, %(started_by)s, '', now(),
-        now() + make_interval(secs => %(approval_ttl)s)
-    FROM tc JOIN jsonb_to_recordset(%(approvals)s::jsonb) AS a(tool_use_id text, policy text,
-        detail text, tool_name text, arguments jsonb, arguments_hash text, reasoning text)
-        ON a.tool_use_id = tc.tool_use_id
-)"""
-
 _REPLY_FINISH = """, t AS (
     UPDATE agents_turn SET status = 'succeeded', finished_at = now(), steps = s.turn_steps,
         input_tokens = s.turn_input_tokens, output_tokens = s.turn_output_tokens,
@@ -124,7 +112,7 @@ _QUEUED = "coalesce((SELECT queued FROM ss), false)"
 # (with approvals, ends the turn) -> the statement
 RECORD_REPLY_SQL = {
     (approvals, finish): _REPLY_RUNTIME
-    + (_REPLY_APPROVALS if approvals else "")
+    + (approval_rows.REQUEST_CTE if approvals else "")
     + (_REPLY_FINISH if finish else "")
     + _REPLY_RESULT.replace("{queued}", _QUEUED if finish else "false")
     for approvals in (False, True)
@@ -151,7 +139,6 @@ def record_reply(
         "turn": claimed.turn_id,
         "content": _dumps(content),
         "calls": _dumps(calls),
-        "approvals": _dumps(approvals),
         "events": _dumps(event_list),
         "n_events": len(event_list),
         "in_tokens": in_tokens,
@@ -160,8 +147,9 @@ def record_reply(
         "finish": finish,
         "actor": claimed.owner,
         "started_by": claimed.started_by_id,
-        "approval_ttl": settings.AGENTDESK_APPROVAL_TTL_S,
     }
+    if approvals:  # the approvals app's rows, in this same statement
+        params.update(approval_rows.request_params(approvals))
     sql = RECORD_REPLY_SQL[bool(approvals), finish]
     row = _execute_one(sql, params, claimed)
     base, position, cancel_requested, ids, queued = row

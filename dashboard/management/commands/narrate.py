@@ -19,9 +19,10 @@ from django.core.management.base import BaseCommand
 from django.db import DatabaseError, close_old_connections
 from django.utils import timezone
 
+from agents.budgets import usd
 from agents.models import Event, Session, Turn
 from approvals.models import Approval
-from dashboard.presenters import event_summary, usd
+from dashboard.presenters import event_summary
 
 log = logging.getLogger(__name__)
 

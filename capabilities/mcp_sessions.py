@@ -1,4 +1,4 @@
-"""MCP client sessions kept open per process (agents/capabilities/mcp.py uses them).
+"""MCP client sessions kept open per process (capabilities/mcp.py uses them).
 
 A session per call cost a server process start per call over stdio (1.7-3 s
 under load) and a handshake per call over HTTP (bench/mcp_calls.py). Here a
@@ -44,7 +44,7 @@ import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import httpx2
 from mcp import ClientSession, StdioServerParameters, stdio_client
@@ -52,9 +52,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 
 from agents.per_process import PerProcess
-
-if TYPE_CHECKING:
-    from agents.capabilities.mcp import ServerConfig
+from capabilities.mcp_config import ServerConfig, expand
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -118,8 +116,6 @@ async def connect(
     on_refused: Callable[[], None] = lambda: None,
 ) -> AsyncIterator[ClientSession]:
     """One initialized session with the server, closed on leaving."""
-    from agents.capabilities.mcp import expand
-
     async with contextlib.AsyncExitStack() as stack:
         if config.transport == "stdio":
             params = StdioServerParameters(
@@ -143,10 +139,26 @@ async def connect(
             transport = streamable_http_client(expand(config.url), http_client=client)
             streams = await stack.enter_async_context(transport)
         dispatcher = _Dispatcher(streams[0], streams[1], on_end=on_end)
-        session = ClientSession(dispatcher=dispatcher, message_handler=on_message)
+        session = _Session(dispatcher=dispatcher, message_handler=on_message)
         await stack.enter_async_context(session)
         await session.initialize()
         yield session
+
+
+class BadOutput(Exception):
+    """The server answered, with output that breaks the tool's outputSchema
+    (or a schema that cannot be checked): a definite answer, not a lost one."""
+
+
+class _Session(ClientSession):
+    """The SDK's session, with its output check raising a type of its own
+    (the SDK raises a bare RuntimeError, which says nothing by its type)."""
+
+    async def validate_tool_result(self, name: str, result: Any) -> None:
+        try:
+            await super().validate_tool_result(name, result)
+        except RuntimeError as exc:  # documented: missing or non-conforming structured content
+            raise BadOutput(str(exc)) from exc
 
 
 def leaf(exc: BaseException) -> BaseException:

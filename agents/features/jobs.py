@@ -24,14 +24,17 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from celery import current_app
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from agents.backoff import backoff_s
 from agents.errors import Conflict, Invalid
 from agents.models import Job, Session, Turn
+from agents.services import message_post
 
 log = logging.getLogger(__name__)
 J = Job.Status
@@ -140,16 +143,17 @@ def _record_failure(job: Job, error: str) -> str:
             job.status, job.finished_at = J.DEAD, timezone.now()
             log.warning("job %s (%s) is dead after %s attempts", job.id, job.kind, job.attempts)
         else:
-            delay = backoff_s(job.attempts)
+            delay = job_backoff_s(job.attempts)
             job.status, job.next_attempt_at = J.FAILED, timezone.now() + timedelta(seconds=delay)
             transaction.on_commit(lambda: _enqueue(job.id, countdown=delay))
         job.save()
     return job.status
 
 
-def backoff_s(attempt: int) -> float:
-    base = settings.AGENTDESK_JOB_BACKOFF_S
-    return min(base * 2 ** (attempt - 1), settings.AGENTDESK_JOB_BACKOFF_MAX_S)
+def job_backoff_s(attempt: int) -> float:
+    return backoff_s(
+        attempt, base=settings.AGENTDESK_JOB_BACKOFF_S, cap=settings.AGENTDESK_JOB_BACKOFF_MAX_S
+    )
 
 
 def jobs_sweep() -> list[int]:
@@ -202,8 +206,6 @@ def _retriage_customer(job: Job) -> None:
 
 
 def _post_retriage(key: str, text: str, job_id: int) -> None:
-    from agents.services import message_post
-
     message_post(key=key, text=f"{text}\n\n(job {job_id})", trigger=Turn.Trigger.API)
 
 
@@ -229,17 +231,13 @@ HANDLERS: dict[str, Callable[[Job], None]] = {
 
 
 def _advisory_xact_lock(name: str) -> None:
-    from django.db import connection
-
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [name])
 
 
 def _enqueue(job_id: int, countdown: float | None = None) -> None:
-    from agents.tasks import run_job
-
-    try:
-        run_job.apply_async((job_id,), countdown=countdown, retry=False)
+    try:  # by name: agents/tasks.py imports this module
+        current_app.send_task("agents.run_job", (job_id,), countdown=countdown, retry=False)
     except Exception:  # the broker is down: jobs_sweep re-enqueues from Postgres
         log.warning("could not enqueue job %s; the sweep will", job_id, exc_info=True)
 

@@ -39,7 +39,13 @@ from agents.models import Event, Message, Session, SessionArchive, SessionRuntim
 log = logging.getLogger(__name__)
 S = Session.Status
 CLOSED = [S.IDLE, S.FAILED, S.CANCELED]
-OPEN_TURN = [Turn.Status.ACCEPTED, Turn.Status.RUNNING, Turn.Status.WAITING, Turn.Status.RESUMING]
+OPEN_TURN = [
+    Turn.Status.ACCEPTED,
+    Turn.Status.RUNNING,
+    Turn.Status.WAITING,
+    Turn.Status.WAITING_SUBAGENT,
+    Turn.Status.RESUMING,
+]
 
 
 @dataclass

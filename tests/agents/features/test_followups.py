@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from agents.followups import followup_schedule, followups_fire_due
+from agents.features.followups import followup_schedule, followups_fire_due
 from agents.models import Event, FollowUp, Session, ToolCall, Turn
 from agents.tools.base import ToolContext
 from agents.tools.support import SCHEDULE_FOLLOWUP

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from agents.jobs import job_start
+from agents.features.jobs import job_start
 from agents.models import Job, Session, Turn
 from tests.dashboard import factories
 from tests.processes import wait_for

@@ -12,7 +12,7 @@ takes) and marks the row fired. So:
 - a restart or a redeploy never loses one: until that commit it is pending,
   and the next tick after the restart finds it due.
 
-Lock order is the runtime's (agents/runtime/store.py::lock_session): the
+Lock order is the runtime's (agents/runtime/store/lock.py::lock_session): the
 session lock first, then rows below it. The firing path takes the follow-up
 row first (SKIP LOCKED), so it must not wait on the session lock while
 holding it (a customer reply holds the session lock and then cancels this
@@ -34,6 +34,7 @@ from agents.errors import Conflict, Invalid, ServiceError
 from agents.events import EventSpec
 from agents.models import FollowUp, Session, SessionRuntime, Turn
 from agents.runtime import store
+from agents.services import message_post
 
 log = logging.getLogger(__name__)
 F = FollowUp.Status
@@ -136,8 +137,6 @@ def _fire_one(now: datetime, skipped: list[int]) -> int | None:
 
 
 def _post(row: FollowUp, runtime: SessionRuntime) -> Turn:
-    from agents.services import message_post  # services imports this module
-
     scheduled = timezone.localtime(row.created_at).strftime("%Y-%m-%d %H:%M %Z")
     text = f"Scheduled follow-up (set {scheduled}): {row.note}"
     return message_post(key=runtime.session.key, text=text, trigger=Turn.Trigger.SCHEDULED)

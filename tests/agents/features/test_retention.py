@@ -9,8 +9,8 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
+from agents.features.retention import archive_read, sessions_prune
 from agents.models import Event, Message, Session, SessionArchive
-from agents.retention import archive_read, sessions_prune
 from agents.selectors import session_storage
 from tests.dashboard import factories
 

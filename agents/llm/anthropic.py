@@ -17,7 +17,7 @@ import anthropic
 import httpx2
 from django.conf import settings
 
-from agents.model.base import Abort, ModelAborted, ModelReply, ModelRequest, ModelUnavailable
+from agents.llm.base import Abort, ModelAborted, ModelReply, ModelRequest, ModelUnavailable
 from agents.observability import tracing
 
 READ_TIMEOUT_MARGIN_S = 2.0

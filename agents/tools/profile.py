@@ -1,13 +1,7 @@
-"""Agent profiles: which tools an agent may use, and how it is told to behave.
-
-A profile is the least-privilege boundary: the model is offered only the
-profile's tools, and a call to anything else is refused (an error
-tool_result and a `tool.refused` event), never executed.
-
-Profiles are declared here in code; an admin may take one over in the
-capabilities app (a profile row with per-tool policies, including MCP tools
-and sub-agents). `get_profile` is the one way the engine gets a profile; it
-asks agents/capabilities/profiles.py, which falls back to the code profile.
+"""A profile as the engine runs it: the tools an agent may use and the rules
+for each. Where profiles come from (code, admin rows, MCP servers, sub-agents)
+is the capabilities app's business (capabilities/profiles.py); the engine
+only reads one through the runtime's hooks.
 """
 
 from __future__ import annotations
@@ -17,15 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agents.tools.base import Tool
-from agents.tools.support import SUPPORT_TOOLS
 from approvals.policies import Requirement, requirement_for
-
-SUPPORT_SYSTEM_PROMPT = (
-    "You are a support agent for an online shop. Triage the ticket: look up the "
-    "customer and the order, classify the ticket, issue a refund when one is due, "
-    "reply to the customer, and escalate to a human when you cannot help. "
-    "Explain each step briefly before you take it."
-)
 
 
 @dataclass(frozen=True)
@@ -72,34 +58,6 @@ class Profile:
             if spent + rule.cost_cents > self.max_cost_cents_per_turn:
                 return f"cost budget: {self.max_cost_cents_per_turn} cents per turn"
         return None
-
-
-_PROFILES: dict[str, Profile] = {
-    "support_triage": Profile("support_triage", SUPPORT_SYSTEM_PROMPT, SUPPORT_TOOLS),
-}
-
-
-def register_profile(profile: Profile) -> None:
-    """Add a profile (benchmarks and tests plug their own tools in here)."""
-    _PROFILES[profile.name] = profile
-
-
-def code_profile(name: str) -> Profile | None:
-    return _PROFILES.get(name)
-
-
-def code_tools() -> dict[str, Tool]:
-    """Every tool a code profile declares: the built-in provider's catalogue."""
-    return {tool.name: tool for profile in _PROFILES.values() for tool in profile.tools}
-
-
-def get_profile(name: str) -> Profile:
-    from agents.capabilities.profiles import resolve_profile
-
-    profile = resolve_profile(name)
-    if profile is None:
-        raise LookupError(f"unknown agent profile {name!r}")
-    return profile
 
 
 def turn_call_names(transcript: list[dict]) -> list[str]:

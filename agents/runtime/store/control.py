@@ -1,4 +1,5 @@
-"""The rarer transitions: marking a call before it leaves, parking for a
+"""The control transitions (DESIGN: a step that is neither a model call nor a
+tool call) and the rarer writes: marking a call before it leaves, parking for a
 human, in doubt, cancel, failure, backoff.
 
 Each runs in `transaction.atomic()` with the session's runtime row locked
@@ -15,12 +16,14 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents import events
+from agents.backoff import backoff_s
 from agents.events import EventSpec
-from agents.models import Session, SessionRuntime, ToolCall, Turn
+from agents.models import PARKED_CALLS, Session, SessionRuntime, ToolCall, Turn
 from agents.observability import observe
 from agents.runtime.state import CallState, Claimed
 from agents.runtime.store.lock import lock_session
 from agents.transitions import check_tool_move, check_turn_move
+from approvals import hot as approval_rows
 
 C = ToolCall.Status
 T = Turn.Status
@@ -94,16 +97,14 @@ def park(claimed: Claimed) -> bool:
         for call in claimed.calls:
             row = fresh[call.id]
             call.status, call.input, call.output = row.status, row.input, row.output
-        waiting = [c for c in claimed.calls if c.status in (C.WAITING, C.IN_DOUBT)]
+        waiting = [c for c in claimed.calls if c.status in PARKED_CALLS]
         if not waiting:
             return False
         turn = Turn.objects.get(pk=claimed.turn_id)
-        if turn.status != T.WAITING:
-            move_turn(turn, T.WAITING)
-        in_doubt = any(c.status == C.IN_DOUBT for c in waiting)
-        set_session_status(
-            runtime.session, Session.Status.IN_DOUBT if in_doubt else Session.Status.WAITING
-        )
+        turn_status, session_status = _parked_statuses({c.status for c in waiting})
+        if turn.status != turn_status:
+            move_turn(turn, turn_status)
+        set_session_status(runtime.session, session_status)
         runtime.owner = ""
         runtime.save(update_fields=["owner", "updated_at"])
         events.append(
@@ -118,6 +119,16 @@ def park(claimed: Claimed) -> bool:
             ],
         )
         return True
+
+
+def _parked_statuses(waiting: set[str]) -> tuple[str, str]:
+    """(the turn's, the session's) status for a turn parked on these calls: a
+    person first (an unknown outcome, then an approval), else the sub-agent."""
+    if waiting <= {C.WAITING_SUBAGENT}:
+        return T.WAITING_SUBAGENT, Session.Status.WAITING_SUBAGENT
+    if C.IN_DOUBT in waiting:
+        return T.WAITING, Session.Status.IN_DOUBT
+    return T.WAITING, Session.Status.WAITING
 
 
 def cancel_turn(claimed: Claimed) -> None:
@@ -140,8 +151,6 @@ def cancel_open_calls(
     """Give every call of the turn without a result a tool_result (canceled,
     or unknown for one that may have left), so the transcript stays valid and
     the session can take new turns."""
-    from approvals.models import Approval
-
     now = timezone.now()
     open_calls = ToolCall.objects.filter(  # through the session's index
         session_id=turn.session_id, turn=turn, result_position__isnull=True
@@ -183,9 +192,7 @@ def cancel_open_calls(
         call.is_error, call.finished_at = True, call.finished_at or now
         call.save(update_fields=["status", "result_position", "is_error", "finished_at"])
         runtime.transcript_len += 1
-    canceled = Approval.objects.filter(turn=turn, status=Approval.Status.PENDING).update(
-        status=Approval.Status.CANCELED, decided_at=now
-    )
+    canceled = approval_rows.cancel_pending(turn_id=turn.id, now=now)
     if canceled:
         specs.append(EventSpec("approval.canceled", {"count": canceled}, turn.id, actor))
 
@@ -209,7 +216,7 @@ def note_step_failure(claimed: Claimed, kind: str, reason: str) -> float:
     with transaction.atomic():
         runtime = lock_session(claimed.session_id, claimed.fence)
         runtime.step_attempts += 1
-        delay = min(60.0, 2.0**runtime.step_attempts)
+        delay = backoff_s(runtime.step_attempts, base=2.0, cap=60.0)
         runtime.wake_at = timezone.now() + timedelta(seconds=delay)
         runtime.owner = ""
         runtime.save()

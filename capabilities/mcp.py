@@ -45,11 +45,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import json
 import logging
-import os
-import re
 from datetime import timedelta
 from typing import Any
 
@@ -57,10 +54,8 @@ from django.conf import settings
 from django.utils import timezone
 from mcp import ClientSession, types
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST, REQUEST_TIMEOUT
 
-from agents.capabilities import mcp_sessions
-from agents.capabilities.names import PROVIDER_RE, safe_tool_name
 from agents.tools.base import (
     Kind,
     NotSent,
@@ -70,70 +65,16 @@ from agents.tools.base import (
     ToolError,
     ToolOutput,
 )
+from capabilities import mcp_sessions
+from capabilities.mcp_config import ServerConfig
+from capabilities.models import McpToolList
+from capabilities.names import safe_tool_name
 
 log = logging.getLogger(__name__)
 
 IDEMPOTENCY_META_KEY = "agentdesk.dev/idempotency-key"
 SESSION_META_KEY = "agentdesk.dev/session"
-_VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 MAX_OUTPUT_CHARS = 50_000
-
-
-@dataclasses.dataclass(frozen=True)
-class ServerConfig:
-    name: str
-    transport: str
-    command: tuple[str, ...] = ()
-    env: tuple[tuple[str, str], ...] = ()
-    cwd: str | None = None
-    url: str = ""
-    headers: tuple[tuple[str, str], ...] = ()
-    timeout_s: float = 15.0
-    list_ttl_s: float = 300.0
-    persistent: bool = True
-    idle_probe_s: float = 2.0
-    tools: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict, hash=False)
-
-
-def servers() -> dict[str, ServerConfig]:
-    """The configured servers; a malformed entry is logged and left out."""
-    found: dict[str, ServerConfig] = {}
-    for name, raw in (settings.AGENTDESK_MCP_SERVERS or {}).items():
-        try:
-            found[name] = _config(name, raw)
-        except (TypeError, ValueError, KeyError) as exc:
-            log.error("MCP server %r is misconfigured, left out: %s", name, exc)
-    return found
-
-
-def _config(name: str, raw: dict[str, Any]) -> ServerConfig:
-    if not PROVIDER_RE.match(name) or len(name) > 30:
-        raise ValueError("a server name is [a-z0-9_-], at most 30 characters, no '__'")
-    transport = raw.get("transport", "stdio")
-    if transport not in ("stdio", "http"):
-        raise ValueError(f"unknown transport {transport!r}")
-    if transport == "stdio" and not raw.get("command"):
-        raise ValueError("a stdio server needs a command")
-    if transport == "http" and not raw.get("url"):
-        raise ValueError("an http server needs a url")
-    return ServerConfig(
-        name=name,
-        transport=transport,
-        command=tuple(raw.get("command") or ()),
-        env=tuple((raw.get("env") or {}).items()),
-        cwd=raw.get("cwd"),
-        url=raw.get("url", ""),
-        headers=tuple((raw.get("headers") or {}).items()),
-        timeout_s=float(raw.get("timeout_s", settings.AGENTDESK_MCP_TIMEOUT_S)),
-        list_ttl_s=float(raw.get("list_ttl_s", settings.AGENTDESK_MCP_LIST_TTL_S)),
-        persistent=bool(raw.get("persistent", True)),
-        idle_probe_s=float(raw.get("idle_probe_s", 2.0)),
-        tools=dict(raw.get("tools") or {}),
-    )
-
-
-def expand(value: str) -> str:
-    return _VAR_RE.sub(lambda m: os.environ.get(m.group(1), ""), value)
 
 
 # --- Calls -------------------------------------------------------------------------------
@@ -199,15 +140,16 @@ def _lost(error: BaseException) -> bool:
 
 
 def _forgotten(error: BaseException) -> bool:
-    """An HTTP server that restarted answers 404 to our session id: it ran nothing."""
-    return isinstance(error, MCPError) and error.message == "Session terminated"
+    """The request was not taken: an HTTP server that restarted answers 404 to
+    our session id (the SDK reports it as INVALID_REQUEST), and a JSON-RPC
+    Invalid Request is by definition not executed. It ran nothing."""
+    return isinstance(error, MCPError) and error.code == INVALID_REQUEST
 
 
 def _bad_output(error: BaseException) -> bool:
-    # The SDK checks structured content against the tool's outputSchema.
-    return isinstance(error, RuntimeError) and (
-        "structured content" in str(error) or "Invalid schema for tool" in str(error)
-    )
+    """The SDK's check of structured content against the tool's outputSchema
+    failed (mcp_sessions.BadOutput)."""
+    return isinstance(error, mcp_sessions.BadOutput)
 
 
 def _session_survives(exc: BaseException) -> bool:
@@ -287,8 +229,6 @@ async def _pages(session: ClientSession) -> list[dict[str, Any]]:
 
 def tool_list(config: ServerConfig) -> list[dict[str, Any]]:
     """The server's tools: cached, refreshed when stale, last good list on failure."""
-    from capabilities.models import McpToolList
-
     row = McpToolList.objects.filter(server=config.name).first()
     now = timezone.now()
     if row is not None and row.refreshed_at and now - row.refreshed_at < _td(config.list_ttl_s):

@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from agents.followups import followup_schedule
+from agents.features.followups import followup_schedule
 from agents.models import Event, FollowUp, Job, Session
 from tests.dashboard import factories
 

@@ -1,4 +1,5 @@
-"""Work that outlives a turn: follow-ups, jobs, forks, storage.
+"""The desk for work that outlives a turn (agents/features/): follow-ups, jobs,
+forks, storage. (The /ops/ page is views/operations.py.)
 
 Thin like the other views: permission, parse, one service call, a partial
 (htmx) or a redirect back (a plain form post).
@@ -12,8 +13,9 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from agents import followups, forks, jobs, selectors
+from agents import selectors
 from agents.errors import ServiceError
+from agents.features import followups, forks, jobs
 from agents.models import Job, Session
 from dashboard.inputs import strict_int
 from dashboard.views.common import back, desk_view, invalid, refused

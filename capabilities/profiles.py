@@ -21,9 +21,11 @@ import time
 
 from django.conf import settings
 
-from agents.capabilities import mcp, names, subagents
 from agents.tools.base import Kind, Tool, ToolContext, ToolError, ToolOutput
-from agents.tools.registry import Profile, ToolRule, code_profile, code_tools
+from agents.tools.profile import Profile, ToolRule
+from capabilities import mcp, mcp_config, names, subagents
+from capabilities.models import AgentProfile, McpToolList
+from capabilities.registry import code_profile, code_tools
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +44,13 @@ def resolve_profile(name: str) -> Profile | None:
     return profile
 
 
+def get_profile(name: str) -> Profile:
+    profile = resolve_profile(name)
+    if profile is None:
+        raise LookupError(f"unknown agent profile {name!r}")
+    return profile
+
+
 def forget(name: str | None = None) -> None:
     """Drop cached profiles (after a policy change in this process)."""
     with _cache_lock:
@@ -52,14 +61,12 @@ def forget(name: str | None = None) -> None:
 
 
 def _build(name: str) -> Profile | None:
-    from capabilities.models import AgentProfile
-
     code = code_profile(name)
     row = AgentProfile.objects.filter(name=name).prefetch_related("policies").first()
     if row is None:
         return code
     builtin = code_tools()
-    servers = mcp.servers()
+    servers = mcp_config.servers()
     listed: dict[str, dict[str, Tool]] = {}
     tools: list[Tool] = []
     rules: dict[str, ToolRule] = {}
@@ -113,8 +120,6 @@ def _capability(policy, builtin, servers, listed) -> Tool | None:
 
 def _unavailable(wire_name: str, server: str) -> Tool:
     def run(ctx: ToolContext, arguments: dict) -> ToolOutput:
-        from capabilities.models import McpToolList
-
         row = McpToolList.objects.filter(server=server).first()
         why = row.error if row is not None and row.error else "it has not listed its tools"
         raise ToolError(f"MCP server {server!r} is unavailable: {why}")

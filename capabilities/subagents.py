@@ -7,9 +7,11 @@
    with a SubagentLink row unique per parent call: a worker that dies and
    reissues the call (the tool is idempotent by key) finds the link and
    creates nothing twice;
-2. raises Waiting; the engine then calls `park_on_child`, which moves the
-   call to `waiting_for_approval` and parks the parent's turn exactly as an
-   approval does. The child is durable on its own: its own turns, events,
+2. raises Waiting; the engine then calls `park_on_child` (its call_waiting
+   hook, agents/runtime/hooks.py, registered in capabilities/apps.py), which
+   moves the call to `waiting_for_subagent` and parks the parent's turn as an
+   approval does, but in its own status (`waiting_for_subagent`, turn and
+   session alike): no person is needed. The child is durable on its own: its own turns, events,
    recovery and desk page.
 
 When the child's turn ends (succeeded, failed, canceled), `settle` writes the
@@ -36,14 +38,16 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from agents import events
+from agents import events, services
 from agents.errors import Conflict
 from agents.events import EventSpec
 from agents.models import Message, ToolCall, Turn
-from agents.runtime import store
+from agents.runtime import hooks, store
 from agents.runtime.state import CallState, Claimed
+from agents.services import resume_if_unblocked
 from agents.tools.base import Kind, Tool, ToolContext, ToolError, ToolOutput, Waiting
 from agents.transitions import check_tool_move
+from capabilities.models import SubagentLink
 
 log = logging.getLogger(__name__)
 C = ToolCall.Status
@@ -75,8 +79,6 @@ def delegate_tool(profile: str) -> Tool:
 
 
 def _delegate(profile: str, ctx: ToolContext, arguments: dict[str, Any]) -> ToolOutput:
-    from capabilities.models import SubagentLink
-
     tool_use_id = ctx.idempotency_key.removeprefix(f"{ctx.session_key}:")
     call = ToolCall.objects.select_related("session").get(
         session__key=ctx.session_key, tool_use_id=tool_use_id
@@ -88,15 +90,12 @@ def _delegate(profile: str, ctx: ToolContext, arguments: dict[str, Any]) -> Tool
 
 
 def _start_child(call: ToolCall, profile: str, arguments: dict[str, Any]):
-    from agents import services
-    from agents.tools.registry import get_profile
-    from capabilities.models import SubagentLink
 
     parent = call.session
     if parent.key.count("/") >= settings.AGENTDESK_SUBAGENT_MAX_DEPTH:
         raise ToolError(f"sub-agents nest at most {settings.AGENTDESK_SUBAGENT_MAX_DEPTH} deep")
     try:
-        get_profile(profile)
+        hooks.profiles(profile)  # an unknown profile: LookupError
     except LookupError as exc:
         raise ToolError(str(exc)) from exc
     label = arguments.get("label") or profile.replace("_", "-")[:30]
@@ -130,8 +129,6 @@ def _start_child(call: ToolCall, profile: str, arguments: dict[str, Any]):
 def park_on_child(claimed: Claimed, call: CallState) -> bool:
     """Park the parent's turn on its child; False when the child already
     answered (the call then carries the answer, ready to be recorded)."""
-    from capabilities.models import SubagentLink
-
     with transaction.atomic():
         runtime = store.lock_session(claimed.session_id, claimed.fence)
         link = (
@@ -152,21 +149,18 @@ def park_on_child(claimed: Claimed, call: CallState) -> bool:
             )
             call.status, call.output = status, output
             return False
-        check_tool_move(row, C.WAITING)
-        row.status, row.external_id = C.WAITING, link.child_session.key
+        check_tool_move(row, C.WAITING_SUBAGENT)
+        row.status, row.external_id = C.WAITING_SUBAGENT, link.child_session.key
         row.save(update_fields=["status", "external_id"])
         spec = EventSpec("subagent.started", data, claimed.turn_id, claimed.owner)
         events.append(runtime, [spec])
-        call.status = C.WAITING
+        call.status = C.WAITING_SUBAGENT
         # In the same transaction: a child that ends now finds the parent parked.
         return store.park(claimed)
 
 
 def settle(link_id: int) -> bool:
     """Hand a finished child's answer to its parent's call; True when done."""
-    from agents.services import resume_if_unblocked
-    from capabilities.models import SubagentLink
-
     link = SubagentLink.objects.filter(pk=link_id).first()
     if link is None:
         return False
@@ -182,7 +176,7 @@ def settle(link_id: int) -> bool:
         row = ToolCall.objects.select_for_update().get(pk=link.parent_call_id)
         if row.status == C.RUNNING:
             return False  # the parent's worker has not parked yet; park_on_child will see it
-        if row.status != C.WAITING:  # the parent stopped waiting (canceled)
+        if row.status != C.WAITING_SUBAGENT:  # the parent stopped waiting (canceled)
             _close(link, SubagentLink.Status.CANCELED)
             return False
         status, output = _answer(link)
@@ -233,8 +227,6 @@ def turn_ended(claimed: Claimed) -> None:
     """After a session's turn ended in its worker: answer the parent, cancel
     children no longer wanted. Failures are left to the sweep."""
     try:
-        from capabilities.models import SubagentLink
-
         if "/" in claimed.key:  # only children have a / in their key (a cheap test first)
             for link_id in SubagentLink.objects.filter(
                 child_session_id=claimed.session_id, status=SubagentLink.Status.RUNNING
@@ -248,23 +240,18 @@ def turn_ended(claimed: Claimed) -> None:
 
 def cancel_children(parent_session_id: int, user=None) -> int:
     """Cancel the children whose parent call no longer waits for them."""
-    from capabilities.models import SubagentLink
-
     canceled = 0
     links = SubagentLink.objects.filter(
         parent_session_id=parent_session_id, status=SubagentLink.Status.RUNNING
     ).select_related("parent_call")
     for link in links:
-        if link.parent_call.status in (C.WAITING, C.RUNNING):
+        if link.parent_call.status in (C.WAITING_SUBAGENT, C.RUNNING):
             continue  # still wanted
         canceled += _cancel_child(link, user)
     return canceled
 
 
 def _cancel_child(link, user) -> int:
-    from agents import services
-    from capabilities.models import SubagentLink
-
     try:
         services.turn_cancel(session_id=link.child_session_id, user=user)
         done = 1
@@ -278,14 +265,12 @@ def _cancel_child(link, user) -> int:
 
 def sweep(limit: int = 500) -> dict[str, int]:
     """The durable net under the immediate hooks (a periodic task)."""
-    from capabilities.models import SubagentLink
-
     settled = canceled = 0
     links = SubagentLink.objects.filter(status=SubagentLink.Status.RUNNING).select_related(
         "child_turn", "parent_call"
     )[:limit]
     for link in links:
-        if link.parent_call.status not in (C.WAITING, C.RUNNING):
+        if link.parent_call.status not in (C.WAITING_SUBAGENT, C.RUNNING):
             canceled += _cancel_child(link, None)
         elif link.child_turn.is_terminal:
             settled += settle(link.id)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from agents.errors import Forbidden, Invalid
-from agents.forks import complete_positions, session_fork
+from agents.features.forks import complete_positions, session_fork
 from agents.models import Event, Message, Session, SessionRuntime, ToolCall, Turn
 from agents.services import message_post
 from approvals.models import Approval

@@ -7,7 +7,7 @@ from functools import cache
 from django.conf import settings
 from django.utils.module_loading import import_string
 
-from agents.model.base import ModelClient
+from agents.llm.base import ModelClient
 
 
 @cache

@@ -1,0 +1,43 @@
+"""Profiles in code: which tools an agent may use, and how it is told to behave.
+
+A profile is the least-privilege boundary: the model is offered only the
+profile's tools, and a call to anything else is refused (an error
+tool_result and a `tool.refused` event), never executed.
+
+Profiles are declared here in code; an admin may take one over in the
+capabilities app (a profile row with per-tool policies, including MCP tools
+and sub-agents): capabilities/profiles.py resolves a name to the profile the
+engine runs, falling back to the code profile declared here.
+"""
+
+from __future__ import annotations
+
+from agents.tools.base import Tool
+from agents.tools.profile import Profile
+from agents.tools.support import SUPPORT_TOOLS
+
+SUPPORT_SYSTEM_PROMPT = (
+    "You are a support agent for an online shop. Triage the ticket: look up the "
+    "customer and the order, classify the ticket, issue a refund when one is due, "
+    "reply to the customer, and escalate to a human when you cannot help. "
+    "Explain each step briefly before you take it."
+)
+
+
+_PROFILES: dict[str, Profile] = {
+    "support_triage": Profile("support_triage", SUPPORT_SYSTEM_PROMPT, SUPPORT_TOOLS),
+}
+
+
+def register_profile(profile: Profile) -> None:
+    """Add a profile (benchmarks and tests plug their own tools in here)."""
+    _PROFILES[profile.name] = profile
+
+
+def code_profile(name: str) -> Profile | None:
+    return _PROFILES.get(name)
+
+
+def code_tools() -> dict[str, Tool]:
+    """Every tool a code profile declares: the built-in provider's catalogue."""
+    return {tool.name: tool for profile in _PROFILES.values() for tool in profile.tools}
