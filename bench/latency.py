@@ -1,6 +1,6 @@
 """A burst of tickets at a real model's pace: makespan against the floor.
 
-    python bench/latency.py [--tickets 50,200,500] [--latency-ms 2000] [--workers 1]
+    python -m bench.latency [--tickets 50,200,500] [--latency-ms 2000] [--workers 1]
 
 Method
 ------
@@ -118,6 +118,13 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _machine_busy_s() -> float:
+    """CPU seconds the whole machine spent not idle (all cores, /proc/stat)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 class Sampler:
     """Every 50 ms: each worker's RSS, and the connections the workers hold."""
 
@@ -160,7 +167,9 @@ def _post(message_post, key: str, text: str) -> None:
         connection.close()  # back to this process's pool
 
 
-def burst(n: int, latency_ms: int, sandbox_url: str, workers: list[Proc], dsn: str) -> dict:
+def burst(
+    n: int, latency_ms: int, sandbox: Proc, sandbox_url: str, workers: list[Proc], dsn: str
+) -> dict:
     import requests
     from django.db import connection
 
@@ -192,6 +201,7 @@ def burst(n: int, latency_ms: int, sandbox_url: str, workers: list[Proc], dsn: s
     pids = [w.popen.pid for w in workers]
     idle_rss = {pid: _rss_kb(pid) for pid in pids}
     cpu_before = sum(_cpu_s(pid) for pid in pids)
+    sandbox_before, machine_before = _cpu_s(sandbox.popen.pid), _machine_busy_s()
     sampler = Sampler(pids, dsn)
     t0 = time.time()
     # Posted from POSTERS threads at once, as Daphne's request threads would
@@ -208,6 +218,8 @@ def burst(n: int, latency_ms: int, sandbox_url: str, workers: list[Proc], dsn: s
         time.sleep(0.1)
     sampler.stop()
     cpu_s = sum(_cpu_s(pid) for pid in pids) - cpu_before
+    sandbox_cpu_s = _cpu_s(sandbox.popen.pid) - sandbox_before
+    machine_cpu_s = _machine_busy_s() - machine_before
     turns = list(Turn.objects.filter(session_id__in=sessions).values_list("status", "finished_at"))
     finished = [f.timestamp() - t0 for s, f in turns if f is not None]
     statuses = {s for s, _ in turns}
@@ -237,6 +249,15 @@ def burst(n: int, latency_ms: int, sandbox_url: str, workers: list[Proc], dsn: s
         "steps": steps,
         "cpu_ms_per_step": round(cpu_s * 1000 / max(steps, 1), 2),
         "steps_per_cpu_s": round(steps / cpu_s, 1) if cpu_s else None,
+        # Where the machine's CPU went during the burst (all cores, seconds):
+        # the workers, the sandbox (the stand-in for the outside world), and
+        # the rest (Postgres, Redis, this process posting, anything else).
+        "cpu_s": {
+            "workers": round(cpu_s, 1),
+            "sandbox": round(sandbox_cpu_s, 1),
+            "rest": round(machine_cpu_s - cpu_s - sandbox_cpu_s, 1),
+            "cores_busy": round(machine_cpu_s / (max(finished) if finished else 1), 2),
+        },
     }
 
 
@@ -246,6 +267,9 @@ def main() -> int:
     parser.add_argument("--latency-ms", type=int, default=2000)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--slots", type=int, default=0, help="per worker (0: the largest N)")
+    parser.add_argument(
+        "--keep-logs", action="store_true", help="keep the processes' logs (INFO) and say where"
+    )
     args = parser.parse_args()
     sizes = [int(x) for x in args.tickets.split(",")]
     slots = args.slots or max(sizes)
@@ -260,7 +284,7 @@ def main() -> int:
         "DATABASE_URL": database_url,
         "REDIS_URL": redis,
         "DJANGO_SETTINGS_MODULE": "config.settings",
-        "LOG_LEVEL": "WARNING",
+        "LOG_LEVEL": "INFO" if args.keep_logs else "WARNING",
         "PYTHONPATH": str(ROOT),
         "AGENTDESK_WORKER_SLOTS": str(slots),
     }
@@ -300,10 +324,12 @@ def main() -> int:
         import django
 
         django.setup()
-        burst(5, 0, sandbox_url, workers, database_url)  # warm: imports, the pool, prepared plans
+        burst(
+            5, 0, sandbox, sandbox_url, workers, database_url
+        )  # warm: imports, the pool, prepared plans
         for n in sizes:
             print(f"[latency] N={n} ...", file=sys.stderr, flush=True)
-            results.append(burst(n, args.latency_ms, sandbox_url, workers, database_url))
+            results.append(burst(n, args.latency_ms, sandbox, sandbox_url, workers, database_url))
     finally:
         for proc in reversed(procs):
             proc.stop()
@@ -311,9 +337,12 @@ def main() -> int:
 
         connections.close_all()
         _admin_sql(f'DROP DATABASE IF EXISTS "{DBNAME}" WITH (FORCE)')
-        for path in log_dir.iterdir():
-            path.unlink()
-        log_dir.rmdir()
+        if args.keep_logs:
+            print(f"[latency] logs kept in {log_dir}", file=sys.stderr)
+        else:
+            for path in log_dir.iterdir():
+                path.unlink()
+            log_dir.rmdir()
     _print(results, args)
     return 0
 
@@ -335,6 +364,11 @@ def _print(results: list[dict], args: argparse.Namespace) -> None:
             f"{r['tickets']:>5} {r['model_calls_per_ticket']:>7} {r['floor_s']:>7} "
             f"{r['makespan_s']:>8} {r['x_floor']:>7} {r['p50_s']:>6} {r['p95_s']:>6} "
             f"{rss:>9} {r['kb_per_session']:>7} {conns:>8} {r['cpu_ms_per_step']:>11}"
+        )
+        cpu = r["cpu_s"]
+        print(
+            f"      CPU s: workers {cpu['workers']}, sandbox {cpu['sandbox']}, rest {cpu['rest']};"
+            f" cores busy {cpu['cores_busy']} of {os.cpu_count()}; posting took {r['post_s']} s"
         )
         if r["done"] != r["tickets"] or r["statuses"] != ["succeeded"]:
             print(f"      ! {r['done']} of {r['tickets']} ended; statuses {r['statuses']}")

@@ -104,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     config = uvicorn.Config(
         app,
+        http="httptools",  # C parser: the sandbox shares the workers' cores
         log_level="info",
         access_log=args.access_log,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,

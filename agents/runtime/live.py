@@ -45,13 +45,17 @@ class TextStream:
         self.turn_id = turn_id
         self.sent = 0  # characters already pushed
         self.buffer = ""
-        self.started = time.monotonic()
-        self.last_flush = self.started
+        # The clock starts with the first text, not with the request: a reply
+        # that arrives in one go after a long time to first token is still
+        # one go (nothing to show that model.replied will not).
+        self.last_flush: float | None = None
 
     def push(self, text: str) -> None:
         self.buffer += text
         now = time.monotonic()
-        if now - self.last_flush >= FLUSH_S:
+        if self.last_flush is None:
+            self.last_flush = now
+        elif now - self.last_flush >= FLUSH_S:
             self._flush()
             self.last_flush = now
 

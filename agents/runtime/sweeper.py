@@ -8,28 +8,23 @@ owner: one query finds every session of a dead process at once. The recovery
 bound after a worker dies is about AGENTDESK_SWEEP_GRACE_S + the sweep
 interval.
 
-A Redis marker (SET NX with a TTL) keeps a long queue from being flooded
-with one duplicate per sweep; the task clears it when it starts.
+A trigger on its way leaves a mark (runtime/dispatch.py): the sweeper sends
+a session a trigger only when none is marked, so a long queue is not flooded
+with one duplicate per sweep, and a burst's triggers waiting a few seconds in
+the queue are not sent twice.
 """
 
 from __future__ import annotations
 
 import logging
 
-import redis
 from django.conf import settings
 from django.db import connection
 
 from agents.runtime import dispatch
-from agents.runtime.live import _redis
 from agents.runtime.ownership import LIVE_PROCESSES_SQL
 
 log = logging.getLogger(__name__)
-# Short on purpose: if the trigger the marker stands for is never consumed
-# (prefetched by a worker that then died), the session is swept again after
-# this long rather than after the broker's visibility timeout.
-MARKER_TTL_S = 10
-
 # A session with work and an `owner` whose process holds no liveness lock was
 # owned by a worker that died (every clean stop clears `owner`): urgent.
 # One with no owner is waiting for its trigger, which is usually still in
@@ -46,10 +41,6 @@ ORPHANS_SQL = f"""
 """  # noqa: S608 (a constant, no input)
 
 
-def marker_key(session_id: int) -> str:
-    return f"agentdesk:swept:{session_id}"
-
-
 def orphaned_sessions() -> list[tuple[int, bool]]:
     """(session id, whether its owner died) for runnable sessions nobody holds."""
     with connection.cursor() as cursor:
@@ -58,22 +49,11 @@ def orphaned_sessions() -> list[tuple[int, bool]]:
 
 
 def sweep() -> list[int]:
-    enqueued = []
-    for session_id, dead_owner in orphaned_sessions():
-        try:
-            fresh = _redis().set(marker_key(session_id), 1, nx=True, ex=MARKER_TTL_S)
-        except redis.RedisError:
-            fresh = True  # no marker store: a duplicate trigger is harmless
-        if fresh:
-            dispatch.enqueue(session_id, urgent=dead_owner)
-            enqueued.append(session_id)
+    orphans = orphaned_sessions()
+    urgent = {session_id for session_id, dead_owner in orphans if dead_owner}
+    enqueued = dispatch.mark_unmarked([session_id for session_id, _ in orphans])
+    for session_id in enqueued:
+        dispatch.send(session_id, urgent=session_id in urgent)
     if enqueued:
         log.info("sweeper re-enqueued %d session(s): %s", len(enqueued), enqueued[:20])
     return enqueued
-
-
-def clear_marker(session_id: int) -> None:
-    try:
-        _redis().delete(marker_key(session_id))
-    except redis.RedisError:
-        pass

@@ -1,16 +1,31 @@
-"""HTTP plumbing shared by connectors: one pooled session per process, with
-every failure sorted into what recovery needs to know (see base.py).
+"""HTTP plumbing shared by connectors: one pooled session per tool thread,
+with every failure sorted into what recovery needs to know (see base.py).
 
 Error messages go to the model and the event log: they name the method,
-host and path, never credentials or query strings (agents/tools/sanitize.py)."""
+host and path, never credentials or query strings (agents/tools/sanitize.py).
+
+A request is prepared here and handed to `Session.send`, not sent with
+`Session.request`: that one merges the session's cookies and reads the proxy
+variables, the CA bundle variables and ~/.netrc from the environment on
+every call, over half of a tool call's CPU in a busy worker (py-spy,
+bench/latency.py). The environment is read once instead (a proxy set for the
+process still applies), and no cookie or netrc credential rides along from
+one ticket's call to another's.
+"""
 
 from __future__ import annotations
 
+import functools
+import http.cookiejar
+import os
 import threading
+import urllib.request
 from typing import Any
 
 import requests
+import urllib3
 from django.conf import settings
+from requests.utils import should_bypass_proxies
 
 from agents.tools.base import NotSent, OutcomeUnknown, ToolError
 from agents.tools.sanitize import clean
@@ -25,7 +40,24 @@ def _session() -> requests.Session:
     session = getattr(_local, "session", None)
     if session is None:
         session = _local.session = requests.Session()
+        # Calls for different tickets share the thread's session: keep no cookie.
+        session.cookies.set_policy(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
     return session
+
+
+@functools.cache
+def _environment() -> tuple[dict[str, str], str | bool]:
+    """The process's proxies (with `no` for NO_PROXY) and CA bundle, as
+    requests would read them from the environment."""
+    verify = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or True
+    return urllib.request.getproxies(), verify
+
+
+def _proxies_for(url: str) -> dict[str, str]:
+    proxies, _ = _environment()
+    if not proxies or should_bypass_proxies(url, no_proxy=proxies.get("no")):
+        return {}
+    return {scheme: proxy for scheme, proxy in proxies.items() if scheme != "no"}
 
 
 def call(
@@ -38,9 +70,13 @@ def call(
     headers: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Send one request and return its JSON body, or raise a base.py error."""
+    session = _session()
+    prepared = requests.Request(
+        method, url, json=json, params=params, headers={**session.headers, **(headers or {})}
+    ).prepare()
     try:
-        response = _session().request(
-            method, url, json=json, params=params, headers=headers, timeout=timeout_s
+        response = session.send(
+            prepared, timeout=timeout_s, proxies=_proxies_for(url), verify=_environment()[1]
         )
     except requests.exceptions.ConnectTimeout as exc:
         raise NotSent(clean(f"could not connect to {url}: {exc}")) from exc
@@ -54,8 +90,12 @@ def call(
 
 
 def _never_connected(exc: requests.exceptions.ConnectionError) -> bool:
-    text = repr(exc)
-    return "NewConnectionError" in text or "Connection refused" in text
+    """No connection was made (refused, or the name does not resolve), so
+    nothing was sent. By type: urllib3 raises NewConnectionError (its
+    NameResolutionError included), which requests wraps in MaxRetryError."""
+    reason = exc.args[0] if exc.args else None
+    reason = getattr(reason, "reason", reason)
+    return isinstance(reason, urllib3.exceptions.NewConnectionError | ConnectionRefusedError)
 
 
 def _json_or_raise(method: str, url: str, response: requests.Response) -> dict[str, Any]:

@@ -1,0 +1,81 @@
+"""A trigger on its way is marked until its task starts (runtime/dispatch.py):
+the sweeper does not send a queued session a second one, and sends a lost
+trigger again once its mark is gone. Real Redis broker and Postgres; no
+worker runs, so the triggers stay in the queue."""
+
+from __future__ import annotations
+
+import pytest
+
+from agents.runtime import dispatch, live, sweeper
+from agents.services import message_post
+
+
+def _queued(broker) -> int:
+    """Triggers waiting in the broker (every priority's list)."""
+    return sum(
+        broker.llen(key) for key in broker.scan_iter("celery*") if broker.type(key) == b"list"
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_queued_trigger_is_not_sent_twice_and_a_lost_one_is_sent_again(broker, settings):
+    settings.AGENTDESK_SWEEP_GRACE_S = 0  # every unowned running session is a candidate
+    session_id = message_post(key="ticket:marks", text="Where is my order?").session_id
+    assert _queued(broker) == 1
+    assert broker.ttl(dispatch.mark_key(session_id)) > 0
+
+    assert sweeper.sweep() == []  # its trigger is on its way
+    assert _queued(broker) == 1
+
+    # Lost: the queue emptied (a Redis restart takes the mark with it).
+    for key in broker.scan_iter("celery*"):
+        broker.delete(key)
+    broker.delete(dispatch.mark_key(session_id))
+    assert sweeper.sweep() == [session_id]
+    assert _queued(broker) == 1
+    assert sweeper.sweep() == []  # the resent trigger is marked too
+    assert _queued(broker) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_task_starting_clears_the_mark(broker):
+    session_id = message_post(key="ticket:clears", text="Hello").session_id
+    dispatch.clear_mark(session_id)  # what advance_session does first
+    assert not broker.exists(dispatch.mark_key(session_id))
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def test_a_reply_that_arrives_in_one_go_after_a_long_wait_publishes_nothing(
+    broker, settings, monkeypatch
+):
+    clock = _Clock()
+    monkeypatch.setattr(live, "time", clock)
+    stream = live.TextStream(session_id=991, turn_id=7)
+    clock.now += 2.0  # two seconds to the first token
+    stream.push("Your order ")
+    stream.push("shipped on Monday.")
+    stream.close()
+    assert live.partial_text(991, 7) == ""  # model.replied will carry it
+
+
+def test_a_reply_that_streams_is_shown_while_it_streams(broker, settings, monkeypatch):
+    clock = _Clock()
+    monkeypatch.setattr(live, "time", clock)
+    stream = live.TextStream(session_id=992, turn_id=7)
+    clock.now += 2.0
+    stream.push("Your order ")
+    clock.now += 2 * live.FLUSH_S
+    stream.push("shipped ")
+    assert live.partial_text(992, 7) == "Your order shipped "
+    clock.now += 0.01
+    stream.push("on Monday.")
+    stream.close()
+    assert live.partial_text(992, 7) == "Your order shipped on Monday."
