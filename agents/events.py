@@ -151,12 +151,16 @@ class _Publisher:
     never waits on Redis (and a Redis outage never fails a step).
 
     It speaks the channel layer's wire format directly (RedisPubSubChannelLayer:
-    one PUBLISH per group, msgpack bodies) on a plain synchronous connection,
-    one pipelined round trip per batch. channels' own group_send needs an
-    event loop turn and an async client per send: 0.55 ms of CPU per
-    single-event send (core layer) against ~0.1 ms here (bench/pubcost.py),
-    on a path that runs twice per agent step and competes with the step
-    loop for the GIL.
+    one PUBLISH per group, the layer's own `serialize` for the body) on a
+    plain synchronous connection, one pipelined round trip per batch.
+    channels' public group_send needs an event loop turn and an async client
+    per send; measured again for issue 16 (bench/publish_api.py, 5,000
+    single-event publishes on a loaded 2-core machine): ~16 µs of CPU per
+    publish here, ~240-280 µs with group_send awaited on a long-lived loop,
+    ~3,200-3,600 µs through async_to_sync: 15x and 200x, on a path that runs
+    twice per agent step and competes with the step loop for the GIL. So the
+    private format stays; group_channel() names the one thing it assumes,
+    and tests/agents/test_event_publisher.py checks a real consumer gets it.
 
     Many slots per process: they all submit to one SimpleQueue (thread-safe,
     never blocks), and this one thread is the only user of its Redis

@@ -1,8 +1,8 @@
 """Durable state of agent sessions: sessions, turns, transcript, tool calls, events.
 
-Statuses change in exactly one place each (agents/runtime/store/control.py and
-the raw statements of agents/runtime/store/hot.py); the CheckConstraints here are
-the database's backstop against anything else.
+Statuses change in exactly one place each: the writers of agents/transitions.py
+(and the hot path's statements beside them, which follow its move tables); the
+CheckConstraints here are the database's backstop against anything else.
 
 The hot path (one agent step = two commits) writes these tables with a few
 hand-written statements in agents/runtime/store/hot.py; everything else uses the

@@ -143,6 +143,12 @@ def turns_by_id(*, session_id: int, turn_ids: Iterable[int]) -> list[TurnView]:
     return turn_views(session_id=session_id, turns=turns)
 
 
+# Functions that attach what an approval card shows to a batch of approvals
+# (approvals.selectors.decorate registers itself at start), so a page with
+# many cards reads it in a fixed number of queries.
+APPROVAL_DECORATORS: list = []
+
+
 def turn_views(*, session_id: int, turns: list[Turn]) -> list[TurnView]:
     """Attach replies, tool calls, results and approvals: three queries."""
     if not turns:
@@ -158,6 +164,8 @@ def turn_views(*, session_id: int, turns: list[Turn]) -> list[TurnView]:
             "decided_by", "requested_by"
         )
     }
+    for decorate in APPROVAL_DECORATORS:  # what a card shows, for all at once
+        decorate(list(approvals.values()))
     results = {m.position: m for m in messages if m.role == "user"}
     by_use_id = {}
     for call in calls:
@@ -237,12 +245,15 @@ def approvals_for_user(*, user: AbstractBaseUser) -> QuerySet[Approval]:
 
 def approvals_pending(*, user: AbstractBaseUser, limit: int = 200) -> list[Approval]:
     """The inbox: pending approvals, oldest first, with what a card shows."""
-    return list(
+    rows = list(
         approvals_for_user(user=user)
         .filter(status=Approval.Status.PENDING)
         .select_related("session", "turn", "tool_call", "requested_by")
         .order_by("created_at", "id")[:limit]
     )
+    for decorate in APPROVAL_DECORATORS:
+        decorate(rows)
+    return rows
 
 
 def approval_card(*, user: AbstractBaseUser, approval_id: int) -> Approval | None:

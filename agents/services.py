@@ -22,7 +22,6 @@ from agents.errors import Conflict
 from agents.events import EventSpec
 from agents.models import PARKED_CALLS, Event, Session, SessionRuntime, ToolCall, Turn
 from agents.runtime import dispatch, hooks, store
-from agents.transitions import check_tool_move
 
 T = Turn.Status
 C = ToolCall.Status
@@ -314,13 +313,14 @@ def toolcall_resolve(
         if call.status != C.IN_DOUBT:
             raise Conflict("this call is not in doubt", current=call.status)
         to = {"retry": C.APPROVED, "succeeded": C.SUCCEEDED, "failed": C.FAILED}[resolution]
-        check_tool_move(call, to)
-        call.status = to
         who = _actor(user)
-        call.output = f"Resolved by {who} ({resolution}): {note}".strip()
-        call.is_error = to == C.FAILED
-        call.finished_at = timezone.now()
-        call.save(update_fields=["status", "output", "is_error", "finished_at"])
+        store.toolcall_move(
+            call,
+            to,
+            output=f"Resolved by {who} ({resolution}): {note}".strip(),
+            is_error=to == C.FAILED,
+            finished_at=timezone.now(),
+        )
         specs = [
             EventSpec(
                 "tool.resolved",
@@ -346,8 +346,8 @@ def resume_if_unblocked(
     calls = ToolCall.objects.filter(session_id=turn.session_id, turn=turn)  # the session's index
     if calls.filter(status__in=PARKED_CALLS).exists():
         return
-    store.move_turn(turn, T.RESUMING)
-    store.set_session_status(runtime.session, Session.Status.RUNNING)
+    store.turn_move(turn, T.RESUMING)
+    store.session_move(runtime.session, Session.Status.RUNNING)
     specs.append(EventSpec("turn.resuming", {"number": turn.number}, turn.id, actor))
     dispatch.enqueue_on_commit(runtime.session_id)
 

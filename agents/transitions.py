@@ -1,14 +1,27 @@
-"""The legal moves of turns and tool calls: one table each, one checker each.
+"""The statuses of turns, tool calls and sessions: the legal moves (one table
+each) and the one writer of each status (STYLE.md, rule 1).
 
-Every status write goes through `check_turn_move` / `check_tool_move` (ORM
-paths) or through a statement in runtime/store/hot.py whose WHERE clause names
-the same from-states. A refused move raises IllegalTransition, which views
-turn into HTTP 409 with the current state.
+- `toolcall_move`, `turn_move`, `session_move` change a status on the ORM
+  paths: they refuse an illegal move (IllegalTransition, which views turn
+  into HTTP 409 with the current state) and save the row in the caller's
+  transaction, which holds the session lock and writes the event that says
+  why (toolcall_move takes it, the others append it to the caller's list).
+- The hot path's statements (runtime/store/hot.py, claims.py) change the
+  same statuses in SQL, one round trip each: record_tool_result checks its
+  move here before it is sent (`check_tool_move_from`), and every statement's
+  WHERE clause names the from-states of these tables.
+
+The database backs the choices with CheckConstraints (agents/models.py).
+Approval statuses are the approvals app's (approvals/services.py).
 """
 
 from __future__ import annotations
 
-from agents.models import ToolCall, Turn
+from typing import Any
+
+from agents import events
+from agents.events import EventSpec
+from agents.models import Session, SessionRuntime, ToolCall, Turn
 
 T = Turn.Status
 C = ToolCall.Status
@@ -27,7 +40,8 @@ TOOL_MOVES: dict[str, frozenset[str]] = {
     # A call waiting on a sub-agent is settled with the child's answer
     # (capabilities/subagents.py): succeeded or failed.
     C.WAITING_SUBAGENT: frozenset({C.SUCCEEDED, C.FAILED, C.CANCELED}),
-    C.APPROVED: frozenset({C.RUNNING, C.CANCELED}),
+    # ...denied when its approval lapsed before it could start (approvals.services).
+    C.APPROVED: frozenset({C.RUNNING, C.CANCELED, C.DENIED}),
     # ...and a running delegate call parks on its child.
     C.RUNNING: frozenset({C.SUCCEEDED, C.FAILED, C.IN_DOUBT, C.RUNNING, C.WAITING_SUBAGENT}),
     # A human resolves an in-doubt call: retry it (approved), or say what happened.
@@ -50,3 +64,53 @@ def check_turn_move(turn: Turn, to: str) -> None:
 def check_tool_move(call: ToolCall, to: str) -> None:
     if to not in TOOL_MOVES.get(call.status, frozenset()):
         raise IllegalTransition(f"tool call {call.name}", call.status, to)
+
+
+def check_tool_move_from(name: str, current: str, to: str) -> None:
+    """For a write in SQL: staying put (a refused call recorded as it is) or
+    a legal move."""
+    if to != current and to not in TOOL_MOVES.get(current, frozenset()):
+        raise IllegalTransition(f"tool call {name}", current, to)
+
+
+# --- The writers ------------------------------------------------------------------------
+
+
+def toolcall_move(
+    call: ToolCall,
+    to: str,
+    *,
+    runtime: SessionRuntime | None = None,
+    event: EventSpec | None = None,
+    **fields: Any,
+) -> None:
+    """Move a tool call (row locked by the caller, under the session lock) to
+    `to` with the other fields that change with it; `event`, when given, is
+    written on `runtime` in the same transaction. Staying in the same status
+    only saves the fields (a refused call closed as it is)."""
+    if to != call.status:
+        check_tool_move(call, to)
+    call.status = to
+    for name, value in fields.items():
+        setattr(call, name, value)
+    call.save(update_fields=["status", *fields])
+    if event is not None:
+        assert runtime is not None, "an event needs the session's runtime row"
+        events.append(runtime, [event])
+
+
+def turn_move(turn: Turn, to: str, **fields: Any) -> None:
+    """Move a turn; the caller appends the `turn.*` event in its transaction."""
+    check_turn_move(turn, to)
+    turn.status = to
+    for name, value in fields.items():
+        setattr(turn, name, value)
+    turn.save(update_fields=["status", *fields])
+
+
+def session_move(session: Session, to: str) -> None:
+    """A session's status follows its turns (any to any; the CheckConstraint
+    keeps it one of the choices)."""
+    if session.status != to:
+        session.status = to
+        session.save(update_fields=["status", "updated_at"])

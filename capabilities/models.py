@@ -40,6 +40,17 @@ class AgentProfile(models.Model):
         return self.name
 
 
+class DeciderRole(models.TextChoices):
+    # The desk roles that decide approvals (dashboard/roles.py), lowest first.
+    APPROVER = "approver"
+    ADMIN = "admin"
+
+
+class OnExpiry(models.TextChoices):
+    DENY = "deny", "deny: the model reads why"
+    ESCALATE = "escalate", "escalate: re-open for the higher role with a fresh clock"
+
+
 class ToolPolicy(models.Model):
     class Approval(models.TextChoices):
         DEFAULT = "default", "the built-in rules (approvals/policies.py)"
@@ -58,6 +69,29 @@ class ToolPolicy(models.Model):
     timeout_s = models.FloatField(null=True, blank=True, help_text="empty: as declared")
     max_calls_per_turn = models.PositiveIntegerField(null=True, blank=True)
     cost_cents = models.PositiveIntegerField(default=0)
+    # Who decides this tool's approvals (approvals/policies.py::terms_for):
+    # the role that may decide, an amount above which the higher role is
+    # needed, an amount above which N distinct people must approve, and what
+    # happens when nobody decides in time. Empty amounts: never.
+    decider_role = models.CharField(
+        max_length=16, choices=DeciderRole.choices, default=DeciderRole.APPROVER
+    )
+    admin_above_cents = models.PositiveIntegerField(
+        null=True, blank=True, help_text="above this amount only an admin decides"
+    )
+    quorum_above_cents = models.PositiveIntegerField(
+        null=True, blank=True, help_text="above this amount several people must approve"
+    )
+    quorum_votes = models.PositiveSmallIntegerField(
+        default=2, help_text="how many distinct approvers a quorum needs"
+    )
+    quorum_deny_ends = models.BooleanField(
+        default=True, help_text="one deny ends a quorum (else it counts against)"
+    )
+    on_expiry = models.CharField(max_length=10, choices=OnExpiry.choices, default=OnExpiry.DENY)
+    escalation_ttl_s = models.PositiveIntegerField(
+        null=True, blank=True, help_text="the escalated approval's fresh clock; empty: as first"
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -67,6 +101,13 @@ class ToolPolicy(models.Model):
             models.CheckConstraint(
                 condition=Q(kind__in=["", *Kind.values]), name="toolpolicy_kind_valid"
             ),
+            models.CheckConstraint(
+                condition=Q(decider_role__in=DeciderRole.values), name="toolpolicy_role_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(on_expiry__in=OnExpiry.values), name="toolpolicy_expiry_valid"
+            ),
+            models.CheckConstraint(condition=Q(quorum_votes__gte=2), name="toolpolicy_quorum_2"),
         ]
         verbose_name_plural = "tool policies"
 

@@ -22,6 +22,14 @@ POLICY_FIELDS = [
     "timeout_s",
     "max_calls_per_turn",
     "cost_cents",
+    # approvals policy (issue 19)
+    "decider_role",
+    "admin_above_cents",
+    "quorum_above_cents",
+    "quorum_votes",
+    "quorum_deny_ends",
+    "on_expiry",
+    "escalation_ttl_s",
 ]
 
 

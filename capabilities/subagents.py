@@ -46,7 +46,6 @@ from agents.runtime import hooks, store
 from agents.runtime.state import CallState, Claimed
 from agents.services import resume_if_unblocked
 from agents.tools.base import Kind, Tool, ToolContext, ToolError, ToolOutput, Waiting
-from agents.transitions import check_tool_move
 from capabilities.models import SubagentLink
 
 log = logging.getLogger(__name__)
@@ -149,9 +148,7 @@ def park_on_child(claimed: Claimed, call: CallState) -> bool:
             )
             call.status, call.output = status, output
             return False
-        check_tool_move(row, C.WAITING_SUBAGENT)
-        row.status, row.external_id = C.WAITING_SUBAGENT, link.child_session.key
-        row.save(update_fields=["status", "external_id"])
+        store.toolcall_move(row, C.WAITING_SUBAGENT, external_id=link.child_session.key)
         spec = EventSpec("subagent.started", data, claimed.turn_id, claimed.owner)
         events.append(runtime, [spec])
         call.status = C.WAITING_SUBAGENT
@@ -192,10 +189,9 @@ def settle(link_id: int) -> bool:
 
 
 def _settle_call(row: ToolCall, status: str, output: str) -> None:
-    check_tool_move(row, status)
-    row.status, row.output = status, output
-    row.is_error, row.finished_at = status == C.FAILED, timezone.now()
-    row.save(update_fields=["status", "output", "is_error", "finished_at"])
+    store.toolcall_move(
+        row, status, output=output, is_error=status == C.FAILED, finished_at=timezone.now()
+    )
 
 
 def _close(link, status: str) -> None:

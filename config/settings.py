@@ -306,6 +306,19 @@ SLACK_API_URL = env_str("SLACK_API_URL", "https://slack.com/api/")
 AGENTDESK_REFUND_APPROVAL_LIMIT_CENTS = env_int("AGENTDESK_REFUND_APPROVAL_LIMIT_CENTS", 10_000)
 AGENTDESK_APPROVE_REPLIES = env_bool("AGENTDESK_APPROVE_REPLIES", False)
 AGENTDESK_APPROVAL_TTL_S = env_int("AGENTDESK_APPROVAL_TTL_S", 24 * 3600)
+# Issue 19: SLA clocks and who decides (per tool in a capability profile's
+# ToolPolicy; these are the defaults for profiles declared in code).
+# The last fraction of an approval's time shows as a warning (inbox, session
+# page, /metrics).
+AGENTDESK_APPROVAL_WARN_FRACTION = env_float("AGENTDESK_APPROVAL_WARN_FRACTION", 0.2)
+# An approved call must start within this long after its approval's expiry
+# (a worker down meanwhile): later, it never runs, and the model is told.
+AGENTDESK_APPROVAL_RUN_GRACE_S = env_float("AGENTDESK_APPROVAL_RUN_GRACE_S", 60.0)
+AGENTDESK_APPROVAL_ADMIN_ABOVE_CENTS = env_int("AGENTDESK_APPROVAL_ADMIN_ABOVE_CENTS", 0) or None
+AGENTDESK_APPROVAL_QUORUM_ABOVE_CENTS = env_int("AGENTDESK_APPROVAL_QUORUM_ABOVE_CENTS", 0) or None
+AGENTDESK_APPROVAL_QUORUM_VOTES = env_int("AGENTDESK_APPROVAL_QUORUM_VOTES", 2)
+AGENTDESK_APPROVAL_ON_EXPIRY = env_str("AGENTDESK_APPROVAL_ON_EXPIRY", "deny")
+AGENTDESK_BULK_APPROVE_MAX = env_int("AGENTDESK_BULK_APPROVE_MAX", 50)
 
 AGENTDESK_TASK_SLICE_S = env_float("AGENTDESK_TASK_SLICE_S", 60.0)
 AGENTDESK_MAX_STEP_ATTEMPTS = env_int("AGENTDESK_MAX_STEP_ATTEMPTS", 5)

@@ -105,7 +105,8 @@ def approvals_delta(user: AbstractBaseUser, shown: set[int]) -> dict[str, list[d
             "id": a.id,
             "created": a.created_at.isoformat(),
             "html": render_to_string(
-                "approvals/partials/_card.html", {"approval": a, "perms": PermWrapper(user)}
+                "approvals/partials/_card.html",
+                {"approval": a, "perms": PermWrapper(user), "user": user},
             ),
         }
         for a in pending

@@ -36,6 +36,13 @@ urlpatterns = [
     path("approvals/<id:approval_id>/", views.approval_card, name="approval"),
     path("approvals/<id:approval_id>/decide", views.approval_decide, name="approval_decide"),
     path("approvals/<id:approval_id>/check", views.approval_check, name="approval_check"),
+    path("approvals/<id:approval_id>/assign", views.approval_assign, name="approval_assign"),
+    path("approvals/bulk", views.approvals_bulk, name="approvals_bulk"),
+    path(
+        "approvals/sessions/<id:session_id>/assign",
+        views.session_approvals_assign,
+        name="session_approvals_assign",
+    ),
 ]
 
 # POST routes and the permission each needs (tests/dashboard walk this list).
@@ -51,4 +58,7 @@ POST_ROUTES = {
     "job_retry": "agents.operate_session",
     "approval_decide": "approvals.decide_approval",
     "approval_check": "approvals.decide_approval",
+    "approval_assign": "approvals.decide_approval",
+    "approvals_bulk": "approvals.decide_approval",
+    "session_approvals_assign": "approvals.decide_approval",
 }

@@ -152,6 +152,10 @@ _IN_DOUBT_SQL = """
 """
 
 
+# Collectors other apps register at start (AppConfig.ready), computed per scrape.
+SCRAPE_COLLECTORS: list[Collector] = []
+
+
 class StateCollector(Collector):
     """Gauges computed from Postgres and Redis when /metrics is scraped."""
 
@@ -225,6 +229,8 @@ def render() -> tuple[bytes, str, float]:
         registry = CollectorRegistry()
         registry.register(_Default())
     registry.register(StateCollector())
+    for collector in SCRAPE_COLLECTORS:  # apps add theirs at start (approvals: SLA)
+        registry.register(collector)
     body = generate_latest(registry)
     return body, CONTENT_TYPE_LATEST, time.perf_counter() - started
 

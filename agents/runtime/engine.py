@@ -148,6 +148,14 @@ def _tool_step(claimed: Claimed, profile: Profile, call: CallState) -> Stop | No
         return None
     if call.status in (S.WAITING, S.WAITING_SUBAGENT, S.IN_DOUBT):
         return Stop.PARKED if store.park(claimed) else None
+    if call.status == S.APPROVED and not call.attempts:
+        # Expiry is checked at execution too: an approval whose time ran out
+        # before its call could start (a worker down) never runs it.
+        if (
+            note := hooks.approval_lapsed(session_id=claimed.session_id, tool_call_id=call.id)
+        ) is not None:
+            call.status, call.output = S.DENIED, note
+            return _tool_step(claimed, profile, call)
     if call.status in (S.PENDING, S.APPROVED):
         store.mark_running(claimed, call)
     tool = profile.tool(call.name)

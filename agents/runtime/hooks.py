@@ -17,6 +17,10 @@ worker, a test, a benchmark) has them:
   failure is logged; the feature's own sweep is its net.
 - `turn_canceled`: after a person's cancel committed (children go with
   their parent).
+- `approval_lapsed`: before an approved call's first attempt, outside any
+  transaction: the note the model reads when the approval's time ran out
+  before the call could start (the call is then denied), else None
+  (approvals/services.py, approval_lapse).
 - `customer_reply`: inside the transaction that posts a customer's message,
   under the session lock, with the event list it writes (follow-ups waiting
   for that reply are canceled, agents/features/followups.py).
@@ -80,6 +84,7 @@ class Provider(Generic[F]):
 
 profiles: Provider[Callable[[str], Profile]] = Provider("profiles")
 call_waiting: Provider[Callable[..., bool]] = Provider("call_waiting")
+approval_lapsed: Provider[Callable[..., str | None]] = Provider("approval_lapsed")
 turn_ended: Hook[Callable[..., None]] = Hook("turn_ended", quiet=True)
 turn_canceled: Hook[Callable[..., None]] = Hook("turn_canceled")
 customer_reply: Hook[Callable[..., None]] = Hook("customer_reply")

@@ -120,5 +120,8 @@ class Claimed:
         for nxt in following:
             if nxt.has_result:
                 continue
-            return nxt if nxt.status in (S.PENDING, S.APPROVED) else None
+            # An approved call's first start waits for its own step: the
+            # engine checks first that its approval has not lapsed.
+            runnable = nxt.status == S.PENDING or (nxt.status == S.APPROVED and nxt.attempts)
+            return nxt if runnable else None
         return None

@@ -94,6 +94,16 @@ def escalate_to_human(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
     return _as_output(body, external_id=str(body.get("id", "")))
 
 
+def _error_code(exc: stripe.StripeError) -> str:
+    """Stripe's error code: the SDK sets `code` on some errors only (a 409 is a
+    plain APIError), the body always has it."""
+    if exc.code:
+        return exc.code
+    body = exc.json_body if isinstance(exc.json_body, dict) else {}
+    error = body.get("error")
+    return str(error.get("code") or "") if isinstance(error, dict) else ""
+
+
 def _stripe_client() -> stripe.StripeClient:
     return stripe.StripeClient(
         settings.STRIPE_API_KEY,
@@ -127,7 +137,7 @@ def issue_refund(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
         raise NotSent("payment provider answered 429 (rate limited)") from exc
     except stripe.StripeError as exc:
         status = exc.http_status or 0
-        if status == 409 and exc.code == http.KEY_IN_USE:
+        if status == 409 and _error_code(exc) == http.KEY_IN_USE:
             # Our key's first request is still running there: this one was
             # refused and did nothing; sent again later it gets that answer.
             raise NotSent("payment provider answered 409 (idempotency key in use)") from exc

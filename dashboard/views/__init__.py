@@ -9,7 +9,15 @@ or back/forward cache would show a decision that was already taken), and
 no-store keeps customers' data off the browser's disk.
 """
 
-from dashboard.views.approvals import approval_card, approval_check, approval_decide, approvals
+from dashboard.views.approvals import (
+    approval_assign,
+    approval_card,
+    approval_check,
+    approval_decide,
+    approvals,
+    approvals_bulk,
+    session_approvals_assign,
+)
 from dashboard.views.features import (
     customer_retriage,
     followup_cancel,
@@ -28,6 +36,9 @@ from dashboard.views.sessions import (
 )
 
 __all__ = [
+    "approval_assign",
+    "approvals_bulk",
+    "session_approvals_assign",
     "approval_card",
     "approval_check",
     "approval_decide",

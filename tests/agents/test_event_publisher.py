@@ -4,6 +4,7 @@ step never waits for it."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 import threading
@@ -120,3 +121,35 @@ def test_a_payload_that_cannot_be_built_is_logged_and_the_publisher_goes_on(sett
     assert received(1) == [7]
     assert publisher.thread.is_alive()
     assert any("could not build an event payload" in r.getMessage() for r in caplog.records)
+
+
+def test_the_channel_layer_reads_what_the_publisher_writes(settings):
+    """The publisher writes channels_redis's wire format itself, for its CPU
+    cost (agents/events.py, bench/publish_api.py): the layer's own receive,
+    as a consumer uses it, must read that, or an upgrade of channels_redis
+    has broken the desk's live pushes."""
+    from asgiref.sync import async_to_sync
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    group = events.session_group(464646)
+    publisher = events._Publisher()
+
+    async def round_trip() -> dict:
+        channel = await layer.new_channel()
+        await layer.group_add(group, channel)
+        try:
+            receiving = asyncio.ensure_future(layer.receive(channel))
+            deadline = time.monotonic() + 10
+            while not receiving.done() and time.monotonic() < deadline:
+                # Until the subscription is live a PUBLISH reaches nobody: send again.
+                publisher.submit("session.events", 464646, [{**EVENT, "seq": 1}])
+                await asyncio.wait({receiving}, timeout=0.2)
+            return receiving.result()
+        finally:
+            await layer.group_discard(group, channel)
+
+    message = async_to_sync(round_trip)()
+
+    assert message["type"] == "session.events" and message["session_id"] == 464646
+    assert message["events"][0]["seq"] == 1

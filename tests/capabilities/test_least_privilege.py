@@ -95,6 +95,11 @@ def test_admin_edits_to_profiles_and_policies_are_recorded(carol):
         "policies-0-timeout_s": "",
         "policies-0-max_calls_per_turn": "",
         "policies-0-cost_cents": "0",
+        # Who decides its approvals (issue 19): the defaults.
+        "policies-0-decider_role": "approver",
+        "policies-0-quorum_votes": "2",
+        "policies-0-quorum_deny_ends": "on",
+        "policies-0-on_expiry": "deny",
     }
     response = client.post("/admin/capabilities/agentprofile/add/", form)
     assert response.status_code == 302, response.content[:3000]
@@ -110,6 +115,10 @@ def test_admin_edits_to_profiles_and_policies_are_recorded(carol):
             "timeout_s": "",
             "max_calls_per_turn": "3",
             "cost_cents": "0",
+            "decider_role": "approver",
+            "quorum_votes": "2",
+            "quorum_deny_ends": "on",
+            "on_expiry": "deny",
         },
     )
     assert response.status_code == 302, response.content[:3000]

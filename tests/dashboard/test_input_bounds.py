@@ -91,6 +91,11 @@ POST_FIELDS = [
     "text",
     "max_total_tokens",
     "max_total_cost_usd",
+    "expected_version",
+    "action",
+    "to",
+    "item",
+    "confirm",
 ]
 hostile_text = st.one_of(
     st.text(max_size=60),  # any code point, NUL and lone surrogates included
@@ -118,6 +123,8 @@ def _get_pages(approval: Approval) -> list[str]:
 def _post_url(name: str, approval: Approval) -> str:
     if name.startswith("approval_"):
         return reverse(f"dashboard:{name}", args=[approval.id])
+    if name == "approvals_bulk":
+        return reverse(f"dashboard:{name}")
     if name == "job_retry":
         return reverse(f"dashboard:{name}", args=[987654])
     if name == "toolcall_resolve":

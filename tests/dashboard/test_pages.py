@@ -79,6 +79,9 @@ def test_session_page_queries_do_not_grow_with_turns_calls_or_events(client, ali
     for _ in range(20):
         factories.turn(owner)
     factories.parked_call(owner=owner, call_status="in_doubt")
+    # An approval card on the page as on the first one: a card's policy,
+    # votes and context are read for all cards at once (issue 19).
+    factories.parked_call(owner=owner)
     assert _queries(client, f"/sessions/{owner.id}/") == few
 
 

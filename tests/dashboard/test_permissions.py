@@ -36,6 +36,8 @@ def _url(name: str, approval: Approval, doubtful, *, other: bool = False) -> str
     missing = 987654
     if name.startswith("approval_"):
         return reverse(f"dashboard:{name}", args=[missing if other else approval.id])
+    if name == "approvals_bulk":
+        return reverse(f"dashboard:{name}")
     if name == "job_retry":
         from agents.models import Job
 
@@ -55,6 +57,9 @@ def _body(name: str, approval: Approval) -> dict:
         "text": "hello",
         "resolution": "failed",
         "edited": "{}",
+        "action": "take",
+        "item": f"{approval.id}:{approval.version}",
+        "confirm": "yes",
     }
 
 
@@ -127,10 +132,11 @@ def test_another_objects_id_is_a_404_and_nothing_changes(client, world, carol, n
     approval, doubtful = world
     client.force_login(carol)  # admin: every permission, so only the id is wrong
     before = _state()
-    response = client.post(
-        _url(name, approval, doubtful, other=True), _body(name, approval), headers=HX
-    )
-    assert response.status_code == 404
+    body = _body(name, approval)
+    if name == "approvals_bulk":  # the ids are in the form: an unknown one is refused (400)
+        body["item"] = "987654:1"
+    response = client.post(_url(name, approval, doubtful, other=True), body, headers=HX)
+    assert response.status_code == (400 if name == "approvals_bulk" else 404)
     assert _state() == before
 
 

@@ -83,6 +83,7 @@ def test_the_session_page_draws_every_turns_timeline_in_one_query(client, alice)
 
     owner = factories.session()
     factories.finished_call(owner=owner)
+    factories.parked_call(owner=owner)  # its approval card's own queries: in both counts
     client.force_login(alice)
 
     def page():
@@ -93,7 +94,6 @@ def test_the_session_page_draws_every_turns_timeline_in_one_query(client, alice)
     body, few = page()
     for _ in range(5):
         factories.finished_call(owner=owner, name="lookup_customer")
-    factories.parked_call(owner=owner)
     factories.append(owner.id, EventSpec("recovery", {"previous_owner": "w9", "stalled_s": 2}))
     body, more = page()
     assert more == few

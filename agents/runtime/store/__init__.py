@@ -20,13 +20,12 @@ from agents.runtime.store.control import (
     mark_in_doubt,
     mark_reissued,
     mark_running,
-    move_turn,
     note_step_failure,
     park,
-    set_session_status,
 )
 from agents.runtime.store.hot import record_reply, record_tool_result
 from agents.runtime.store.lock import LostClaim, lock_session
+from agents.transitions import session_move, toolcall_move, turn_move
 
 __all__ = [
     "LostClaim",
@@ -41,11 +40,12 @@ __all__ = [
     "mark_in_doubt",
     "mark_reissued",
     "mark_running",
-    "move_turn",
     "note_step_failure",
     "park",
     "record_reply",
     "record_tool_result",
     "release",
-    "set_session_status",
+    "session_move",
+    "toolcall_move",
+    "turn_move",
 ]

@@ -18,8 +18,8 @@ from agents.runtime.state import Claimed
 from agents.runtime.store.control import (
     cancel_open_calls,
     finish_turn,
-    move_turn,
-    set_session_status,
+    session_move,
+    turn_move,
 )
 from agents.runtime.store.lock import lock_session
 
@@ -49,8 +49,8 @@ def pause_over_budget(claimed: Claimed, exceeded: Exceeded) -> None:
     with transaction.atomic():
         runtime = lock_session(claimed.session_id, claimed.fence)
         turn = Turn.objects.get(pk=claimed.turn_id)
-        move_turn(turn, T.WAITING, error=exceeded.reason)
-        set_session_status(runtime.session, Session.Status.PAUSED)
+        turn_move(turn, T.WAITING, error=exceeded.reason)
+        session_move(runtime.session, Session.Status.PAUSED)
         runtime.owner = ""
         runtime.save(update_fields=["owner", "updated_at"])
         events.append(

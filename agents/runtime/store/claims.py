@@ -40,8 +40,8 @@ from agents.runtime.state import CallState, Claimed
 from agents.runtime.store.control import (
     cancel_open_calls,
     finish_turn,
-    move_turn,
-    set_session_status,
+    session_move,
+    turn_move,
 )
 from agents.runtime.store.lock import lock_session
 
@@ -127,14 +127,14 @@ def _runnable_turn(runtime: SessionRuntime, specs: list[EventSpec], owner: str) 
         if turn is not None:
             _start_turn(runtime, turn, specs, owner)
         elif runtime.session.status == Session.Status.RUNNING:
-            set_session_status(runtime.session, Session.Status.IDLE)
+            session_move(runtime.session, Session.Status.IDLE)
         return turn
     if turn.status == T.RUNNING:
         return turn
     waiting = turn.status in (T.WAITING, T.WAITING_SUBAGENT)
     if turn.status == T.RESUMING or (waiting and not _waits(runtime, turn)):
-        move_turn(turn, T.RUNNING)
-        set_session_status(runtime.session, Session.Status.RUNNING)
+        turn_move(turn, T.RUNNING)
+        session_move(runtime.session, Session.Status.RUNNING)
         specs.append(EventSpec("turn.resumed", {"number": turn.number}, turn.id, owner))
         return turn
     return None  # waiting on a human, or on a sub-agent
@@ -150,7 +150,7 @@ def _waits(runtime: SessionRuntime, turn: Turn) -> bool:
 
 def _start_turn(runtime: SessionRuntime, turn: Turn, specs: list[EventSpec], owner: str) -> None:
     now = timezone.now()
-    move_turn(turn, T.RUNNING, started_at=now)
+    turn_move(turn, T.RUNNING, started_at=now)
     position = runtime.transcript_len
     runtime.transcript_len += 1
     runtime.current_turn_id = turn.id
@@ -158,7 +158,7 @@ def _start_turn(runtime: SessionRuntime, turn: Turn, specs: list[EventSpec], own
     runtime.step_attempts = 0
     runtime.turn_steps = runtime.turn_input_tokens = runtime.turn_output_tokens = 0
     runtime.turn_cost_micros = 0
-    set_session_status(runtime.session, Session.Status.RUNNING)
+    session_move(runtime.session, Session.Status.RUNNING)
     # The profile the turn's calls run under (not repeated on every step).
     data = {"number": turn.number, "trigger": turn.trigger, "profile": runtime.session.profile}
     specs.append(  # the turn's input is its first transcript row

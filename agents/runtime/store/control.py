@@ -10,7 +10,6 @@ costs, and readable beats fast here.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -22,7 +21,7 @@ from agents.models import PARKED_CALLS, Session, SessionRuntime, ToolCall, Turn
 from agents.observability import observe
 from agents.runtime.state import CallState, Claimed
 from agents.runtime.store.lock import lock_session
-from agents.transitions import check_tool_move, check_turn_move
+from agents.transitions import check_tool_move, session_move, toolcall_move, turn_move
 from approvals import hot as approval_rows
 
 C = ToolCall.Status
@@ -34,10 +33,9 @@ def mark_running(claimed: Claimed, call: CallState) -> None:
     with transaction.atomic():
         lock_session(claimed.session_id, claimed.fence)
         row = ToolCall.objects.select_for_update().get(pk=call.id)
-        check_tool_move(row, C.RUNNING)
-        row.status, row.attempts, row.started_at = C.RUNNING, row.attempts + 1, timezone.now()
-        row.input = call.input
-        row.save(update_fields=["status", "attempts", "started_at", "input"])
+        toolcall_move(
+            row, C.RUNNING, attempts=row.attempts + 1, started_at=timezone.now(), input=call.input
+        )
     call.status, call.attempts = C.RUNNING, row.attempts
 
 
@@ -60,13 +58,11 @@ def mark_in_doubt(claimed: Claimed, call: CallState, note: str) -> None:
     with transaction.atomic():
         runtime = lock_session(claimed.session_id, claimed.fence)
         row = ToolCall.objects.select_for_update().get(pk=call.id)
-        check_tool_move(row, C.IN_DOUBT)
-        row.status, row.output, row.finished_at = C.IN_DOUBT, note, timezone.now()
+        toolcall_move(row, C.IN_DOUBT, output=note, finished_at=timezone.now())
         observe.in_doubt()
-        row.save(update_fields=["status", "output", "finished_at"])
         turn = Turn.objects.get(pk=claimed.turn_id)
-        move_turn(turn, T.WAITING)
-        set_session_status(runtime.session, Session.Status.IN_DOUBT)
+        turn_move(turn, T.WAITING)
+        session_move(runtime.session, Session.Status.IN_DOUBT)
         runtime.owner = ""
         runtime.save(update_fields=["owner", "updated_at"])
         events.append(
@@ -103,8 +99,8 @@ def park(claimed: Claimed) -> bool:
         turn = Turn.objects.get(pk=claimed.turn_id)
         turn_status, session_status = _parked_statuses({c.status for c in waiting})
         if turn.status != turn_status:
-            move_turn(turn, turn_status)
-        set_session_status(runtime.session, session_status)
+            turn_move(turn, turn_status)
+        session_move(runtime.session, session_status)
         runtime.owner = ""
         runtime.save(update_fields=["owner", "updated_at"])
         events.append(
@@ -156,9 +152,10 @@ def cancel_open_calls(
         session_id=turn.session_id, turn=turn, result_position__isnull=True
     ).order_by("id")
     for call in open_calls:
+        to = call.status
         if call.status == C.RUNNING:
             # It may have left the process (a poison step): unknown, not undone.
-            call.status = C.IN_DOUBT
+            to = C.IN_DOUBT
             specs.append(
                 EventSpec(
                     "tool.in_doubt",
@@ -168,19 +165,18 @@ def cancel_open_calls(
                 )
             )
         elif call.status not in (C.FAILED, C.DENIED, C.CANCELED, C.SUCCEEDED, C.IN_DOUBT):
-            check_tool_move(call, C.CANCELED)
-            call.status = C.CANCELED
+            to = C.CANCELED
         text = "Canceled by an operator before this tool ran."
-        if call.status == C.IN_DOUBT:
+        if to == C.IN_DOUBT:
             text = "The turn ended; the outcome of this call is unknown."
-        elif call.status != C.CANCELED:
-            text = call.output or f"Ended with the turn ({call.status})."
+        elif to != C.CANCELED:
+            text = call.output or f"Ended with the turn ({to})."
         block = {"type": "tool_result", "tool_use_id": call.tool_use_id, "content": text}
         block["is_error"] = True
         specs.append(  # the result row rides on the event that says why
             EventSpec(
                 "tool.closed",
-                {"tool_use_id": call.tool_use_id, "name": call.name, "status": call.status},
+                {"tool_use_id": call.tool_use_id, "name": call.name, "status": to},
                 turn.id,
                 actor,
                 position=runtime.transcript_len,
@@ -188,9 +184,10 @@ def cancel_open_calls(
                 content=[block],
             )
         )
-        call.result_position = runtime.transcript_len
-        call.is_error, call.finished_at = True, call.finished_at or now
-        call.save(update_fields=["status", "result_position", "is_error", "finished_at"])
+        finished_at = call.finished_at or now
+        toolcall_move(
+            call, to, result_position=runtime.transcript_len, is_error=True, finished_at=finished_at
+        )
         runtime.transcript_len += 1
     canceled = approval_rows.cancel_pending(turn_id=turn.id, now=now)
     if canceled:
@@ -236,7 +233,7 @@ def finish_turn(
     # The runtime's turn counters belong to the running turn; a queued turn
     # canceled while another runs spent nothing.
     current = runtime.current_turn_id == turn.id
-    move_turn(
+    turn_move(
         turn,
         status,
         finished_at=timezone.now(),
@@ -251,23 +248,9 @@ def finish_turn(
         runtime.current_turn_id = None
         runtime.cancel_requested = False
     if Turn.objects.filter(session_id=runtime.session_id, status=T.ACCEPTED).exists():
-        set_session_status(runtime.session, Session.Status.RUNNING)  # a queued turn is next
+        session_move(runtime.session, Session.Status.RUNNING)  # a queued turn is next
     else:
         ended = {T.FAILED: Session.Status.FAILED, T.CANCELED: Session.Status.CANCELED}
-        set_session_status(runtime.session, ended.get(status, Session.Status.IDLE))
+        session_move(runtime.session, ended.get(status, Session.Status.IDLE))
     data = {"number": turn.number, "error": error} if error else {"number": turn.number}
     specs.append(EventSpec(f"turn.{status}", data, turn.id, actor))
-
-
-def move_turn(turn: Turn, status: str, **fields: Any) -> None:
-    check_turn_move(turn, status)
-    turn.status = status
-    for name, value in fields.items():
-        setattr(turn, name, value)
-    turn.save(update_fields=["status", *fields])
-
-
-def set_session_status(session: Session, status: str) -> None:
-    if session.status != status:
-        session.status = status
-        session.save(update_fields=["status", "updated_at"])

@@ -34,6 +34,7 @@ from agents.fields import json_column
 from agents.models import ToolCall
 from agents.runtime.state import CallState, Claimed
 from agents.runtime.store.lock import LostClaim
+from agents.transitions import check_tool_move_from
 from approvals import hot as approval_rows
 
 C = ToolCall.Status
@@ -201,6 +202,7 @@ def record_tool_result(
     next_call: CallState | None,
 ) -> None:
     """Commit one tool result (and mark the next call running)."""
+    check_tool_move_from(call.name, call.status, status)  # the statement's move, checked
     block: dict[str, Any] = {"type": "tool_result", "tool_use_id": call.tool_use_id}
     block["content"] = content
     if is_error:
