@@ -62,11 +62,14 @@ def test_cancelling_the_parent_cancels_the_child(mcp_servers, caps_workers, alic
         what="the child session",
     )
     child = link.child_session
+    # The approval row is written with the child's reply; the child's session
+    # shows waiting once its turn parks, a commit later.
     wait_for(
-        lambda: Approval.objects.filter(session=child, status="pending").exists(),
+        lambda: Session.objects.get(pk=child.pk).status == "waiting_for_approval",
         timeout=60,
         what="the child waiting for an approver",
     )
+    assert Approval.objects.filter(session=child, status="pending").exists()
     wait_for(
         lambda: Session.objects.get(pk=parent.pk).status == "waiting_for_subagent",
         timeout=30,
@@ -77,7 +80,6 @@ def test_cancelling_the_parent_cancels_the_child(mcp_servers, caps_workers, alic
     # call waits for an approver, needs a human.
     assert ToolCall.objects.get(session=parent).status == "waiting_for_subagent"
     assert Turn.objects.get(session=parent).status == "waiting_for_subagent"
-    assert Session.objects.get(pk=child.pk).status == "waiting_for_approval"
     assert "waiting_for_subagent" not in selectors.NEEDS_HUMAN
     counts = selectors.session_counts(user=alice)
     assert counts["waiting_for_subagent"] == 1 and counts["waiting_for_approval"] == 1
