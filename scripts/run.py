@@ -336,6 +336,9 @@ def app_env(database_url: str, redis_url: str, sandbox_url: str) -> dict[str, st
     env.setdefault("DJANGO_DEBUG", "1")
     env.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     env["PYTHONUNBUFFERED"] = "1"
+    # Connections per process: 4 keeps all of make run's processes (web, two
+    # workers per core, beat, narrate) under 30 with 200 tickets in flight.
+    env.setdefault("AGENTDESK_DB_POOL_SIZE", "4")
     # Readable lines in the terminal; every record also goes to
     # .data/logs/<process>.jsonl (Supervisor.start sets the file).
     env.setdefault("AGENTDESK_LOG_FORMAT", "console")
@@ -372,10 +375,12 @@ def start_app(sup: Supervisor, env: dict[str, str], web_port: int, sandbox: tupl
     celery = [PY, "-m", "celery", "-A", "config"]
     # Readable lines here; every record as JSON, with session_key / turn /
     # step, in .data/logs/worker.jsonl (app_env, Supervisor.start).
+    # Two worker processes per core, each driving up to AGENTDESK_WORKER_SLOTS
+    # sessions at once on AGENTDESK_DB_POOL_SIZE connections (+ its liveness
+    # lock). A process's slots take turns on one GIL: at 500 tickets
+    # in flight on 2 cores, 4 processes finished in 2.3x the floor where 2
+    # took 2.6x (bench/latency.py), on 20 connections in all. README "Sizing".
     worker_env = env
-    # One worker process per core (a process's Python runs on one core at a
-    # time), each driving up to AGENTDESK_WORKER_SLOTS sessions at once on
-    # AGENTDESK_DB_POOL_SIZE connections (+ its liveness lock): README "Sizing".
     count = worker_count()
     for i in range(count):
         name = "worker" if count == 1 else f"worker{i + 1}"
@@ -388,12 +393,12 @@ def start_app(sup: Supervisor, env: dict[str, str], web_port: int, sandbox: tupl
 
 
 def worker_count() -> int:
-    """AGENTDESK_WORKERS, else one per core (at most 4: past that, a machine
+    """AGENTDESK_WORKERS, else two per core (at most 8: past that, a machine
     runs more `make run`s' worth of work than a demo needs)."""
     raw = os.environ.get("AGENTDESK_WORKERS", "")
     if raw.strip():
         return max(1, int(raw))
-    return max(1, min(4, os.cpu_count() or 1))
+    return max(1, min(8, 2 * (os.cpu_count() or 1)))
 
 
 def _fresh_dir(path: Path) -> None:
