@@ -18,8 +18,13 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
+from django.db.models import F
 
+from agents.transitions import IllegalTransition
 from approvals.models import Approval
+from approvals.transitions import APPROVAL_MOVES
+
+A = Approval.Status
 
 REQUEST_CTE = """, ap AS (
     INSERT INTO approvals_approval (tool_call_id, session_id, turn_id, status, policy,
@@ -42,7 +47,11 @@ def request_params(approvals: list[dict[str, Any]]) -> dict[str, Any]:
 
 def cancel_pending(*, turn_id: int, now: datetime) -> int:
     """Cancel a canceled turn's pending approvals (in the caller's
-    transaction, under its session lock); returns how many."""
-    return Approval.objects.filter(turn_id=turn_id, status=Approval.Status.PENDING).update(
-        status=Approval.Status.CANCELED, decided_at=now
+    transaction, under its session lock); returns how many. One statement
+    for all of them, by approval_move's table (and its version bump, so an
+    open card's decision is refused as changed)."""
+    if A.CANCELED not in APPROVAL_MOVES[A.PENDING]:
+        raise IllegalTransition("approvals of a canceled turn", A.PENDING, A.CANCELED)
+    return Approval.objects.filter(turn_id=turn_id, status=A.PENDING).update(
+        status=A.CANCELED, decided_at=now, version=F("version") + 1
     )

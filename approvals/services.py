@@ -35,7 +35,7 @@ from agents.models import SessionRuntime, ToolCall
 from agents.observability import observe
 from agents.runtime import store
 from agents.services import resume_if_unblocked
-from agents.transitions import check_tool_move
+from agents.transitions import toolcall_move
 from approvals import terms as who_decides
 from approvals.models import Approval, Decision, Vote, arguments_hash
 from approvals.terms import ADMIN, ROLE_LEVEL, Terms, dollars
@@ -296,11 +296,8 @@ def _finish(
     call = approval.tool_call
     who = user.get_username()
     if outcome == "approved":
-        if approval.edited_arguments is not None:
-            call.input = approval.edited_arguments
-        check_tool_move(call, C.APPROVED)
-        call.status = C.APPROVED
-        call.save(update_fields=["status", "input"])
+        edited = approval.edited_arguments
+        toolcall_move(call, C.APPROVED, input=call.input if edited is None else edited)
         to = A.APPROVED
     else:
         note = f"Denied by {who}: {reason}"
@@ -359,10 +356,7 @@ def _record_decision(
 
 
 def _close_call(call: ToolCall, status: str, note: str) -> None:
-    check_tool_move(call, status)
-    call.status, call.output, call.is_error = status, note, True
-    call.finished_at = timezone.now()
-    call.save(update_fields=["status", "output", "is_error", "finished_at"])
+    toolcall_move(call, status, output=note, is_error=True, finished_at=timezone.now())
 
 
 # --- Bulk -------------------------------------------------------------------------------
