@@ -20,7 +20,7 @@ import redis
 from celery import current_app
 from django.db import transaction
 
-from agents.runtime.live import _redis
+from agents.runtime.live import redis_client
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ def enqueue(session_id: int, countdown: float | None = None, *, urgent: bool = F
     # Marked before the send: the task clears the mark when it starts, which
     # may be before a mark set after the send would land.
     try:
-        _redis().set(mark_key(session_id), 1, ex=MARK_TTL_S + int(countdown or 0))
+        redis_client().set(mark_key(session_id), 1, ex=MARK_TTL_S + int(countdown or 0))
     except redis.RedisError:
         pass  # unmarked: the sweeper may send a duplicate, which is harmless
     send(session_id, countdown, urgent=urgent)
@@ -61,7 +61,7 @@ def send(session_id: int, countdown: float | None = None, *, urgent: bool = Fals
 
 
 def mark_key(session_id: int) -> str:
-    return f"agentdesk:swept:{session_id}"
+    return f"agentdesk:trigger:{session_id}"
 
 
 def mark_unmarked(session_ids: list[int]) -> list[int]:
@@ -70,7 +70,7 @@ def mark_unmarked(session_ids: list[int]) -> list[int]:
     if not session_ids:
         return []
     try:
-        pipe = _redis().pipeline(transaction=False)
+        pipe = redis_client().pipeline(transaction=False)
         for session_id in session_ids:
             pipe.set(mark_key(session_id), 1, nx=True, ex=MARK_TTL_S)
         fresh = pipe.execute()
@@ -82,7 +82,7 @@ def mark_unmarked(session_ids: list[int]) -> list[int]:
 def clear_mark(session_id: int) -> None:
     """The trigger arrived (its task starts)."""
     try:
-        _redis().delete(mark_key(session_id))
+        redis_client().delete(mark_key(session_id))
     except redis.RedisError:
         pass
 

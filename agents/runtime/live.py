@@ -23,7 +23,7 @@ TTL_S = 3600
 
 
 @cache
-def _redis() -> redis.Redis:
+def redis_client() -> redis.Redis:
     return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
 
 
@@ -33,7 +33,7 @@ def stream_key(session_id: int, turn_id: int) -> str:
 
 def partial_text(session_id: int, turn_id: int) -> str:
     try:
-        raw = _redis().get(stream_key(session_id, turn_id))
+        raw = redis_client().get(stream_key(session_id, turn_id))
     except redis.RedisError:
         return ""
     return raw.decode() if raw else ""
@@ -67,7 +67,7 @@ class TextStream:
         """Drop the text so far: the reply is recorded, or will be asked again."""
         if self.sent:
             try:
-                _redis().delete(stream_key(self.session_id, self.turn_id))
+                redis_client().delete(stream_key(self.session_id, self.turn_id))
             except redis.RedisError:
                 pass
 
@@ -77,7 +77,7 @@ class TextStream:
         text, self.buffer = self.buffer, ""
         key = stream_key(self.session_id, self.turn_id)
         try:
-            pipe = _redis().pipeline()
+            pipe = redis_client().pipeline()
             pipe.append(key, text.encode())
             pipe.expire(key, TTL_S)
             pipe.execute()
