@@ -282,6 +282,10 @@ AGENTDESK_IDEMPOTENCY_TTL_S = env_int("AGENTDESK_IDEMPOTENCY_TTL_S", 24 * 3600)
 AGENTDESK_IDEMPOTENCY_LEASE_S = env_int("AGENTDESK_IDEMPOTENCY_LEASE_S", 60)
 AGENTDESK_SSE_HEARTBEAT_S = env_float("AGENTDESK_SSE_HEARTBEAT_S", 15.0)
 AGENTDESK_SSE_MAX_S = env_float("AGENTDESK_SSE_MAX_S", 300.0)  # then the client reconnects
+# Event streams one token, and one user over all their tokens, may hold open
+# at once (api/streamcap.py); the next is a 429.
+AGENTDESK_SSE_MAX_PER_TOKEN = env_int("AGENTDESK_SSE_MAX_PER_TOKEN", 4)
+AGENTDESK_SSE_MAX_PER_USER = env_int("AGENTDESK_SSE_MAX_PER_USER", 8)
 # Outbound webhooks (integrations/): retries with exponential backoff, then dead.
 AGENTDESK_WEBHOOK_MAX_ATTEMPTS = env_int("AGENTDESK_WEBHOOK_MAX_ATTEMPTS", 8)
 AGENTDESK_WEBHOOK_BACKOFF_S = env_float("AGENTDESK_WEBHOOK_BACKOFF_S", 5.0)
