@@ -24,16 +24,21 @@ that build on agents can all name these types.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol
 
 # The tool protocol's side of it (what a running call sees), re-exported here.
 from agents.tools.base import ActionKind, Decision, InnerStep, Kind, Steps, Verdict
 from agents.tools.profile import Profile
 
+if TYPE_CHECKING:
+    from agents.models import ToolCall
+
 __all__ = [
     "RUN",
     "Action",
     "ActionKind",
+    "ApprovalRows",
     "Decision",
     "InnerStep",
     "NeedsApproval",
@@ -78,3 +83,43 @@ class NeedsApproval(Exception):
         super().__init__(f"step {step} ({name}) waits for approval: {verdict.detail}")
         self.step, self.name, self.arguments = step, name, arguments
         self.verdict, self.preview, self.tool_kind = verdict, preview or {}, tool_kind
+
+
+class ApprovalRows(Protocol):
+    """The approval rows the runtime's own commits carry, written by the
+    approvals app (approvals/rows.py) through hooks.approval_rows: the
+    runtime says what the gate answered; approvals builds the row.
+
+    - `request_cte` / `request_params`: the approvals a model reply asks for,
+      inserted in record_reply's one statement (store/hot.py); the CTE reads
+      `tc` (the reply's new calls: id, tool_use_id) and the parameters sid,
+      turn, started_by and those request_params gives for `requested`
+      (dicts: tool_use_id, policy, detail, tool_name, arguments, reasoning).
+    - `request`: one approval row for a waiting call, in the caller's
+      transaction under the session lock (an inner step: store/steps.py);
+      returns its id.
+    - `cancel_pending`: a canceled turn's pending approvals, in the caller's
+      transaction; returns how many.
+    - `lapsed`: before an approved call's first attempt, outside any
+      transaction: the note the model reads when the approval's time ran out
+      before the call could start (the call is then denied), else None.
+    """
+
+    request_cte: str
+
+    def request_params(self, requested: list[dict[str, Any]]) -> dict[str, Any]: ...
+
+    def request(
+        self,
+        *,
+        tool_call: ToolCall,
+        policy: str,
+        detail: str,
+        requested_by_id: int | None,
+        preview: dict[str, Any] | None = None,
+        reasoning: str = "",
+    ) -> int: ...
+
+    def cancel_pending(self, *, turn_id: int, now: datetime) -> int: ...
+
+    def lapsed(self, *, session_id: int, tool_call_id: int) -> str | None: ...

@@ -16,10 +16,8 @@ decision by polling the approval (api/mcp.py).
 from __future__ import annotations
 
 import secrets
-from datetime import timedelta
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
@@ -27,12 +25,15 @@ from django.utils import timezone
 from agents import events, services
 from agents.errors import Invalid
 from agents.events import EventSpec
-from agents.models import ToolCall, Turn
+from agents.gate import Action, Verdict
+from agents.models import Session, ToolCall, Turn
 from agents.runtime import store
-from approvals.models import Approval, arguments_hash
+from approvals import rows
+from approvals.gate import gate_decide
+from approvals.models import Approval
+from capabilities.profiles import get_profile
 
 EXTERNAL = "external"  # ToolCall.kind of a call made elsewhere
-POLICY = "mcp_request"
 
 
 def external_approval_request(
@@ -52,6 +53,7 @@ def external_approval_request(
         raise Invalid("arguments must be an object")
     key = (session_key.strip() or f"mcp:{user.get_username()}")[:200]
     session = services.session_get_or_create(key=key, title=f"External agent: {key}"[:300])
+    verdict = _gate(session, tool_name, arguments)  # the one gate: an external request waits
     now = timezone.now()
     use_id = f"ext_{secrets.token_hex(8)}"
     with transaction.atomic():
@@ -79,20 +81,16 @@ def external_approval_request(
             message_position=-1,  # no transcript row: the call was made elsewhere
             created_at=now,
         )
-        approval = Approval.objects.create(
-            tool_call=call,
-            session_id=session.id,
-            turn=turn,
-            policy=POLICY,
-            policy_detail=f"asked for by {user.get_username()} through MCP"[:300],
-            tool_name=tool_name,
-            arguments=arguments,
-            arguments_hash=arguments_hash(arguments),
-            reasoning=reason,
-            requested_by=user,  # who asked may not approve it
-            expires_at=now + timedelta(seconds=settings.AGENTDESK_APPROVAL_TTL_S),
+        approval = Approval.objects.get(  # built by approvals, as every approval row is
+            pk=rows.request(
+                tool_call=call,
+                policy=verdict.policy,
+                detail=f"asked for by {user.get_username()} through MCP",
+                requested_by_id=user.pk,  # who asked may not approve it
+                reasoning=reason,
+            )
         )
-        data = {"approval_id": approval.id, "tool_use_id": use_id, "policy": POLICY}
+        data = {"approval_id": approval.id, "tool_use_id": use_id, "policy": verdict.policy}
         events.append(
             runtime,
             [
@@ -102,6 +100,21 @@ def external_approval_request(
             ],
         )
     return approval
+
+
+def _gate(session: Session, tool_name: str, arguments: dict[str, Any]) -> Verdict:
+    action = Action(
+        kind="external",
+        session_key=session.key,
+        session_context=session.context,
+        profile=get_profile(session.profile),
+        name=tool_name,
+        arguments=arguments,
+    )
+    verdict = gate_decide(action)
+    if not verdict.waits:  # nothing of ours may run an external call
+        raise Invalid(f"this request cannot be approved: {verdict.detail}")
+    return verdict
 
 
 def approval_outcome(*, approval_id: int, user: AbstractBaseUser) -> dict[str, Any]:

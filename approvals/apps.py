@@ -10,15 +10,14 @@ class ApprovalsConfig(AppConfig):
         from agents.runtime import hooks
         from approvals.gate import gate_decide
         from approvals.metrics import SlaCollector
-        from approvals.selectors import decorate
-        from approvals.services import approval_lapse, approval_request
+        from approvals.rows import ROWS
+        from approvals.selectors import attach_to_calls
 
         if not any(isinstance(c, SlaCollector) for c in metrics.SCRAPE_COLLECTORS):
             metrics.SCRAPE_COLLECTORS.append(SlaCollector())
-        if decorate not in selectors.APPROVAL_DECORATORS:
-            selectors.APPROVAL_DECORATORS.append(decorate)
-        # Expiry checked at execution too (the engine asks before an approved call runs).
-        hooks.approval_lapsed.provide(approval_lapse)
-        # The one gate, and the approval rows it asks for (agents/gate.py).
+        if attach_to_calls not in selectors.CALL_DECORATORS:
+            selectors.CALL_DECORATORS.append(attach_to_calls)
+        # The one gate, and the approval rows the runtime's commits carry
+        # (agents/gate.py), expiry checked at execution too among them.
         hooks.gate.provide(gate_decide)
-        hooks.approval_request.provide(approval_request)
+        hooks.approval_rows.provide(ROWS)

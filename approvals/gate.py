@@ -25,8 +25,12 @@ from agents.gate import RUN, Action, Verdict
 from agents.tools.base import Kind
 from approvals.policies import requirement_for
 
+EXTERNAL_POLICY = "mcp_request"
+
 
 def gate_decide(action: Action) -> Verdict:
+    if action.kind == "external":
+        return Verdict("wait", EXTERNAL_POLICY, "asked for by an external agent through MCP")
     rule = action.profile.rules.get(action.name)
     approval = rule.approval if rule is not None else "default"
     if approval == "deny":

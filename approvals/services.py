@@ -46,38 +46,6 @@ C = ToolCall.Status
 A = Approval.Status
 
 
-def approval_request(
-    *,
-    tool_call: ToolCall,
-    policy: str,
-    detail: str,
-    requested_by_id: int | None,
-    preview: dict[str, Any] | None = None,
-    reasoning: str = "",
-) -> int:
-    """The approval row for a call the gate said must wait, written in the
-    caller's transaction (the runtime's, under the session lock: an inner
-    step of a running call, agents/runtime/store/steps.py; or an external
-    agent's request, api/external.py); returns its id. The caller writes
-    `approval.requested`."""
-    now = timezone.now()
-    approval = Approval.objects.create(
-        tool_call=tool_call,
-        session_id=tool_call.session_id,
-        turn_id=tool_call.turn_id,
-        policy=policy,
-        policy_detail=detail[:300],
-        tool_name=tool_call.name,
-        arguments=tool_call.input,
-        arguments_hash=arguments_hash(tool_call.input),
-        reasoning=reasoning,
-        requested_by_id=requested_by_id,
-        expires_at=now + timedelta(seconds=settings.AGENTDESK_APPROVAL_TTL_S),
-        preview=preview or None,
-    )
-    return approval.id
-
-
 def approval_terms(approval: Approval, edited: dict[str, Any] | None = None) -> Terms:
     """Who may decide `approval` and how many must, with `edited` arguments."""
     declared = who_decides.declared_terms(approval.session.profile, approval.tool_name)

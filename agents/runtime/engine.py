@@ -51,7 +51,6 @@ from agents.runtime.store import steps as steps_store
 from agents.tools.base import Kind, Tool, ToolContext
 from agents.tools.profile import Profile, turn_call_names
 from agents.transitions import IllegalTransition
-from approvals.models import arguments_hash
 
 log = logging.getLogger(__name__)
 S = ToolCall.Status
@@ -154,9 +153,8 @@ def _tool_step(claimed: Claimed, profile: Profile, call: CallState) -> Stop | No
     if call.status == S.APPROVED and not call.attempts:
         # Expiry is checked at execution too: an approval whose time ran out
         # before its call could start (a worker down) never runs it.
-        if (
-            note := hooks.approval_lapsed(session_id=claimed.session_id, tool_call_id=call.id)
-        ) is not None:
+        rows = hooks.approval_rows.get()
+        if (note := rows.lapsed(session_id=claimed.session_id, tool_call_id=call.id)) is not None:
             call.status, call.output = S.DENIED, note
             return _tool_step(claimed, profile, call)
     if call.status in (S.PENDING, S.APPROVED):
@@ -418,7 +416,6 @@ def _triage_calls(
                     "detail": verdict.detail,
                     "tool_name": name,
                     "arguments": arguments,
-                    "arguments_hash": arguments_hash(arguments),
                     "reasoning": reply.text[:4000],
                 }
             )

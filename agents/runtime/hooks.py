@@ -11,9 +11,11 @@ worker, a test, a benchmark) has them:
   approvals/gate.py::gate_decide, which holds every rule. The engine asks it
   at triage for a plain tool call; a tool that gates inside (Code Mode, the
   browser) asks it for each inner action through ToolContext.steps.
-- `approval_request`: writes the approval row for a call the gate said must
-  wait, inside the runtime's transaction (under the session lock), and says
-  its id: approvals builds its own rows (approvals/services.py).
+- `approval_rows`: the approval rows the runtime's commits carry (a reply's
+  approvals in its one statement, an inner step's, a canceled turn's, a
+  lapsed one), written by the approvals app (agents/gate.py::ApprovalRows,
+  approvals/rows.py): the runtime writes what the gate answered, approvals
+  builds the row.
 - `profiles`: the one provider of profiles by name (capabilities/profiles.py:
   code profiles, admin rows, MCP tools, sub-agents). The engine asks it at
   every claim; it raises LookupError for an unknown name.
@@ -25,15 +27,11 @@ worker, a test, a benchmark) has them:
   failure is logged; the feature's own sweep is its net.
 - `turn_canceled`: after a person's cancel committed (children go with
   their parent).
-- `approval_lapsed`: before an approved call's first attempt, outside any
-  transaction: the note the model reads when the approval's time ran out
-  before the call could start (the call is then denied), else None
-  (approvals/services.py, approval_lapse).
 - `customer_reply`: inside the transaction that posts a customer's message,
   under the session lock, with the event list it writes (follow-ups waiting
   for that reply are canceled, agents/features/followups.py).
 
-A hook with one provider is set with `provide`; the others are lists, run in
+A hook with one provider (or a slot, for an object) is set with `provide`; the others are lists, run in
 the order registered (registering the same function twice is a no-op, so a
 repeated ready() is harmless).
 """
@@ -44,11 +42,12 @@ import logging
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from agents.gate import Action, Verdict
+from agents.gate import Action, ApprovalRows, Verdict
 from agents.tools.profile import Profile
 
 log = logging.getLogger(__name__)
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 
 class Hook(Generic[F]):
@@ -74,6 +73,23 @@ class Hook(Generic[F]):
                 log.exception("hook %s: %r failed", self.name, handler)
 
 
+class Slot(Generic[T]):
+    """A plug point for one object (a set of functions that go together)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.value: T | None = None
+
+    def provide(self, value: T) -> T:
+        self.value = value
+        return value
+
+    def get(self) -> T:
+        if self.value is None:
+            raise RuntimeError(f"nothing provides {self.name} (is its app installed?)")
+        return self.value
+
+
 class Provider(Generic[F]):
     """A hook with exactly one handler, which answers."""
 
@@ -92,10 +108,9 @@ class Provider(Generic[F]):
 
 
 gate: Provider[Callable[[Action], Verdict]] = Provider("gate")
-approval_request: Provider[Callable[..., int]] = Provider("approval_request")
+approval_rows: Slot[ApprovalRows] = Slot("approval_rows")
 profiles: Provider[Callable[[str], Profile]] = Provider("profiles")
 call_waiting: Provider[Callable[..., bool]] = Provider("call_waiting")
-approval_lapsed: Provider[Callable[..., str | None]] = Provider("approval_lapsed")
 turn_ended: Hook[Callable[..., None]] = Hook("turn_ended", quiet=True)
 turn_canceled: Hook[Callable[..., None]] = Hook("turn_canceled")
 customer_reply: Hook[Callable[..., None]] = Hook("customer_reply")

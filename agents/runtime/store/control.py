@@ -19,10 +19,10 @@ from agents.backoff import backoff_s
 from agents.events import EventSpec
 from agents.models import PARKED_CALLS, Session, SessionRuntime, ToolCall, Turn
 from agents.observability import observe
+from agents.runtime import hooks
 from agents.runtime.state import CallState, Claimed
 from agents.runtime.store.lock import lock_session
 from agents.transitions import check_tool_move, session_move, toolcall_move, turn_move
-from approvals import hot as approval_rows
 
 C = ToolCall.Status
 T = Turn.Status
@@ -192,7 +192,7 @@ def cancel_open_calls(
             call, to, result_position=runtime.transcript_len, is_error=True, finished_at=finished_at
         )
         runtime.transcript_len += 1
-    canceled = approval_rows.cancel_pending(turn_id=turn.id, now=now)
+    canceled = hooks.approval_rows.get().cancel_pending(turn_id=turn.id, now=now)
     if canceled:
         specs.append(EventSpec("approval.canceled", {"count": canceled}, turn.id, actor))
 

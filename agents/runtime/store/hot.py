@@ -32,10 +32,10 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from agents import events
 from agents.fields import json_column
 from agents.models import ToolCall
+from agents.runtime import hooks
 from agents.runtime.state import CallState, Claimed
 from agents.runtime.store.lock import LostClaim
 from agents.transitions import check_tool_move_from
-from approvals import hot as approval_rows
 
 C = ToolCall.Status
 
@@ -44,7 +44,8 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-# record_reply is assembled from these parts, the approvals (approvals/hot.py)
+# record_reply is assembled from these parts, the approvals (written by the
+# approvals app: hooks.approval_rows, approvals/rows.py)
 # and the end of the turn only when there are some (most replies have neither), because every
 # table a statement names is opened, with its indexes and triggers, on every
 # execution: the lean variant opens three tables instead of six.
@@ -110,15 +111,23 @@ FROM s
 # Whether a turn waits: what the end of the turn just set the session's status by.
 _QUEUED = "coalesce((SELECT queued FROM ss), false)"
 
-# (with approvals, ends the turn) -> the statement
-RECORD_REPLY_SQL = {
-    (approvals, finish): _REPLY_RUNTIME
-    + (approval_rows.REQUEST_CTE if approvals else "")
-    + (_REPLY_FINISH if finish else "")
-    + _REPLY_RESULT.replace("{queued}", _QUEUED if finish else "false")
-    for approvals in (False, True)
-    for finish in (False, True)
-}
+
+# (with approvals, ends the turn) -> the statement; assembled on first use,
+# once the approvals app has provided its part.
+_RECORD_REPLY_SQL: dict[tuple[bool, bool], str] = {}
+
+
+def record_reply_sql(approvals: bool, finish: bool) -> str:
+    sql = _RECORD_REPLY_SQL.get((approvals, finish))
+    if sql is None:
+        sql = (
+            _REPLY_RUNTIME
+            + (hooks.approval_rows.get().request_cte if approvals else "")
+            + (_REPLY_FINISH if finish else "")
+            + _REPLY_RESULT.replace("{queued}", _QUEUED if finish else "false")
+        )
+        _RECORD_REPLY_SQL[approvals, finish] = sql
+    return sql
 
 
 def record_reply(
@@ -150,8 +159,8 @@ def record_reply(
         "started_by": claimed.started_by_id,
     }
     if approvals:  # the approvals app's rows, in this same statement
-        params.update(approval_rows.request_params(approvals))
-    sql = RECORD_REPLY_SQL[bool(approvals), finish]
+        params.update(hooks.approval_rows.get().request_params(approvals))
+    sql = record_reply_sql(bool(approvals), finish)
     row = _execute_one(sql, params, claimed)
     base, position, cancel_requested, ids, queued = row
     ids = json_column(ids)

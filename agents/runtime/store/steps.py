@@ -118,7 +118,7 @@ def end(
 def park_on_inner_step(claimed: Claimed, call: CallState, asked: NeedsApproval) -> None:
     """A running call's inner step must wait for a person: in one commit,
     the step (`waiting_for_approval`, its exact arguments), its approval row
-    (built by the approvals app, through hooks.approval_request, with the
+    (built by the approvals app, through hooks.approval_rows, with the
     preview), the outer call and the turn waiting, `approval.requested`;
     then the session is let go (parked). A decision moves the step, makes
     the outer call runnable again and re-enqueues (approvals/services.py)."""
@@ -130,7 +130,7 @@ def park_on_inner_step(claimed: Claimed, call: CallState, asked: NeedsApproval) 
             raise IllegalTransition(f"inner step {asked.step}", "already recorded", C.WAITING)
         row = _new_row(claimed, call, asked.step, use, asked.name, asked.arguments, kind, C.WAITING)
         row.save()
-        approval_id = hooks.approval_request(
+        approval_id = hooks.approval_rows.get().request(
             tool_call=row,
             policy=asked.verdict.policy,
             detail=asked.verdict.detail,
