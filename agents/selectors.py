@@ -17,7 +17,6 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Case, Count, IntegerField, Q, QuerySet, Value, When
 
 from agents.models import Event, FollowUp, Job, Message, Session, SessionRuntime, ToolCall, Turn
-from approvals.models import Approval
 
 S = Session.Status
 
@@ -143,10 +142,11 @@ def turns_by_id(*, session_id: int, turn_ids: Iterable[int]) -> list[TurnView]:
     return turn_views(session_id=session_id, turns=turns)
 
 
-# Functions that attach what an approval card shows to a batch of approvals
-# (approvals.selectors.decorate registers itself at start), so a page with
-# many cards reads it in a fixed number of queries.
-APPROVAL_DECORATORS: list = []
+# Functions that attach what a feature shows about a batch of tool calls
+# (approvals registers itself at start: each call's `approval_view`), so a
+# page with many calls reads it in a fixed number of queries and agents
+# import nothing of the apps built on them.
+CALL_DECORATORS: list = []
 
 
 def turn_views(*, session_id: int, turns: list[Turn]) -> list[TurnView]:
@@ -158,19 +158,11 @@ def turn_views(*, session_id: int, turns: list[Turn]) -> list[TurnView]:
         Message.objects.filter(session_id=session_id, turn_id__in=ids).order_by("position")
     )
     calls = list(ToolCall.objects.filter(session_id=session_id, turn_id__in=ids).order_by("id"))
-    approvals = {
-        a.tool_call_id: a
-        for a in Approval.objects.filter(turn_id__in=ids).select_related(
-            "decided_by", "requested_by"
-        )
-    }
-    for decorate in APPROVAL_DECORATORS:  # what a card shows, for all at once
-        decorate(list(approvals.values()))
+    _decorate(calls, turn_ids=ids)
     results = {m.position: m for m in messages if m.role == "user"}
     by_use_id = {}
     for call in calls:
         call.result_text = _result_text(results.get(call.result_position))
-        call.approval_view = approvals.get(call.id)
         by_use_id[call.tool_use_id] = call
     views = {t.id: TurnView(t) for t in turns}
     for call in calls:
@@ -227,50 +219,16 @@ def tool_call_view(*, tool_call_id: int) -> ToolCall:
             session_id=call.session_id, position=call.result_position
         ).first()
     call.result_text = _result_text(result)
-    call.approval_view = (
-        Approval.objects.filter(tool_call_id=call.id)
-        .select_related("decided_by", "requested_by")
-        .first()
-    )
+    _decorate([call])
     return call
 
 
-# --- Approvals -------------------------------------------------------------------------
-
-
-def approvals_for_user(*, user: AbstractBaseUser) -> QuerySet[Approval]:
-    """Approvals of the sessions the user may see."""
-    return Approval.objects.filter(session__in=sessions_for_user(user=user))
-
-
-def approvals_pending(*, user: AbstractBaseUser, limit: int = 200) -> list[Approval]:
-    """The inbox: pending approvals, oldest first, with what a card shows."""
-    rows = list(
-        approvals_for_user(user=user)
-        .filter(status=Approval.Status.PENDING)
-        .select_related("session", "turn", "tool_call", "requested_by")
-        .order_by("created_at", "id")[:limit]
-    )
-    for decorate in APPROVAL_DECORATORS:
-        decorate(rows)
-    return rows
-
-
-def approval_card(*, user: AbstractBaseUser, approval_id: int) -> Approval | None:
-    return (
-        approvals_for_user(user=user)
-        .select_related("session", "turn", "tool_call", "requested_by", "decided_by")
-        .filter(pk=approval_id)
-        .first()
-    )
-
-
-def approvals_status(*, approval_ids: Iterable[int]) -> dict[int, tuple[str, str, int]]:
-    """id -> (status, decided by, session id) for approvals an inbox shows."""
-    rows = Approval.objects.filter(pk__in=list(approval_ids)).values_list(
-        "id", "status", "decided_by__username", "session_id"
-    )
-    return {i: (status, who or "", sid) for i, status, who, sid in rows}
+def _decorate(calls: list[ToolCall], turn_ids: list[int] | None = None) -> None:
+    """What the features show about these calls (an approval), all at once."""
+    for call in calls:
+        call.approval_view = None
+    for decorate in CALL_DECORATORS:
+        decorate(calls, turn_ids=turn_ids)
 
 
 def history_events(
@@ -306,18 +264,6 @@ def history_kind_counts(*, session_id: int) -> dict[str, int]:
     for row in rows.annotate(n=Count("seq")):
         counts[row["kind"].split(".")[0]] += row["n"]
     return dict(sorted(counts.items()))
-
-
-def history_approval_rows(*, session_id: int) -> QuerySet[Approval]:
-    return (
-        Approval.objects.filter(session_id=session_id)
-        .select_related("decided_by", "requested_by", "tool_call")
-        .order_by("created_at", "id")
-    )
-
-
-def history_approvals(*, session_id: int) -> list[Approval]:
-    return list(history_approval_rows(session_id=session_id))
 
 
 def history_tool_call_rows(*, session_id: int) -> QuerySet[ToolCall]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -88,7 +89,7 @@ def sla_of(approval: Approval) -> Sla:
 
 
 def _pending(user: AbstractBaseUser) -> QuerySet[Approval]:
-    return agent_selectors.approvals_for_user(user=user).filter(status=Approval.Status.PENDING)
+    return approvals_for_user(user=user).filter(status=Approval.Status.PENDING)
 
 
 def _view_filter(view: str, user: AbstractBaseUser) -> Q:
@@ -130,7 +131,7 @@ def inbox(
 
 def card(*, user: AbstractBaseUser, approval_id: int) -> Approval | None:
     approval = (
-        agent_selectors.approvals_for_user(user=user)
+        approvals_for_user(user=user)
         .select_related("session", "turn", "tool_call", "requested_by", "decided_by", "assignee")
         .filter(pk=approval_id)
         .first()
@@ -293,3 +294,69 @@ def deciders_for_reassign() -> list[AbstractBaseUser]:
     return list(
         get_user_model().objects.filter(perm, is_active=True).distinct().order_by("username")[:100]
     )
+
+
+# --- Approvals -------------------------------------------------------------------------
+
+
+def approvals_for_user(*, user: AbstractBaseUser) -> QuerySet[Approval]:
+    """Approvals of the sessions the user may see."""
+    return Approval.objects.filter(session__in=agent_selectors.sessions_for_user(user=user))
+
+
+def approvals_pending(*, user: AbstractBaseUser, limit: int = 200) -> list[Approval]:
+    """The inbox: pending approvals, oldest first, with what a card shows."""
+    rows = list(
+        approvals_for_user(user=user)
+        .filter(status=Approval.Status.PENDING)
+        .select_related("session", "turn", "tool_call", "requested_by")
+        .order_by("created_at", "id")[:limit]
+    )
+    decorate(rows)
+    return rows
+
+
+def approval_card(*, user: AbstractBaseUser, approval_id: int) -> Approval | None:
+    return (
+        approvals_for_user(user=user)
+        .select_related("session", "turn", "tool_call", "requested_by", "decided_by")
+        .filter(pk=approval_id)
+        .first()
+    )
+
+
+def approvals_status(*, approval_ids: Iterable[int]) -> dict[int, tuple[str, str, int]]:
+    """id -> (status, decided by, session id) for approvals an inbox shows."""
+    rows = Approval.objects.filter(pk__in=list(approval_ids)).values_list(
+        "id", "status", "decided_by__username", "session_id"
+    )
+    return {i: (status, who or "", sid) for i, status, who, sid in rows}
+
+
+def history_approval_rows(*, session_id: int) -> QuerySet[Approval]:
+    return (
+        Approval.objects.filter(session_id=session_id)
+        .select_related("decided_by", "requested_by", "tool_call")
+        .order_by("created_at", "id")
+    )
+
+
+def history_approvals(*, session_id: int) -> list[Approval]:
+    return list(history_approval_rows(session_id=session_id))
+
+
+def attach_to_calls(calls: list, turn_ids: list[int] | None = None) -> None:
+    """Each tool call's approval (`call.approval_view`), with what its card
+    shows, for the desk's turn views (agents.selectors.CALL_DECORATORS):
+    two queries for any number of calls."""
+    if not calls:
+        return
+    rows = Approval.objects.select_related("decided_by", "requested_by")
+    if turn_ids is not None:
+        rows = rows.filter(turn_id__in=turn_ids)  # the turns' index, as before
+    else:
+        rows = rows.filter(tool_call_id__in=[c.id for c in calls])
+    approvals = {a.tool_call_id: a for a in rows}
+    decorate(list(approvals.values()))
+    for call in calls:
+        call.approval_view = approvals.get(call.id)

@@ -1,4 +1,5 @@
-"""What the consumers send: events, and the page fragments they change.
+"""What the desk's consumers send besides the events (agents/stream.py):
+the page fragments a batch of events changes, and who may follow what.
 
 Synchronous (the ORM and templates); consumers call these through
 database_sync_to_async. The fragments are the same partials the pages and
@@ -17,8 +18,8 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.template.loader import render_to_string
 
 from agents import selectors
-from agents.events import payload
-from agents.models import Event, Session
+from agents.models import Session
+from approvals import selectors as approval_selectors
 from approvals.models import Approval
 from dashboard import timeline
 
@@ -41,29 +42,6 @@ def access_problem(user: AbstractBaseUser, permission: str, session_id: int | No
 
 def perm_signature(user: AbstractBaseUser) -> tuple[bool, ...]:
     return tuple(user.has_perm(p) for p in FRAGMENT_PERMS)
-
-
-def event_dict(event: Event) -> dict[str, Any]:
-    """An event read back from the log, as a live push shows it (no transcript row)."""
-    return payload(
-        seq=event.seq,
-        kind=event.kind,
-        turn_id=event.turn_id,
-        data=event.data,
-        actor=event.actor,
-        at=event.created_at.isoformat(),
-    )
-
-
-def lean(event: dict[str, Any]) -> dict[str, Any]:
-    """An event as viewers get it: without the transcript content a live
-    push carries along (the fragments show that, escaped)."""
-    return {k: event.get(k) for k in ("seq", "kind", "turn_id", "data", "actor", "at")}
-
-
-def events_from_db(session_id: int, after: int, limit: int) -> list[dict[str, Any]]:
-    rows = selectors.events_after(session_id=session_id, seq=after, limit=limit)
-    return [event_dict(e) for e in rows]
 
 
 def session_swaps(
@@ -99,7 +77,7 @@ def session_swaps(
 def approvals_delta(user: AbstractBaseUser, shown: set[int]) -> dict[str, list[dict[str, Any]]]:
     """What an inbox showing `shown` must add (new pending approvals, oldest
     first, rendered) and remove (decided, expired or canceled since)."""
-    pending = selectors.approvals_pending(user=user)
+    pending = approval_selectors.approvals_pending(user=user)
     add = [
         {
             "id": a.id,
@@ -113,7 +91,7 @@ def approvals_delta(user: AbstractBaseUser, shown: set[int]) -> dict[str, list[d
         if a.id not in shown
     ]
     pending_ids = {a.id for a in pending}
-    statuses = selectors.approvals_status(approval_ids=shown - pending_ids)
+    statuses = approval_selectors.approvals_status(approval_ids=shown - pending_ids)
     remove = []
     for approval_id in sorted(shown - pending_ids):
         status, who, _ = statuses.get(approval_id, ("gone", "", 0))

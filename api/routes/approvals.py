@@ -7,13 +7,13 @@ from typing import Any, Literal
 from django.http import Http404, HttpRequest
 from ninja import Query, Router
 
-from agents import selectors
 from agents.errors import Invalid
 from api import pagination
 from api.auth import need
 from api.routes.common import READ_ERRORS, WRITE_ERRORS
 from api.schemas import ApprovalOut, ApprovalPage, DecisionIn
 from api.writes import write
+from approvals import selectors as approval_selectors
 from approvals import services
 from approvals.models import Approval
 
@@ -22,7 +22,9 @@ DECIDE = "approvals.decide_approval"
 
 
 def _approval(request: HttpRequest, approval_id: int) -> Approval:
-    approval = selectors.approval_card(user=need(request, DECIDE).user, approval_id=approval_id)
+    approval = approval_selectors.approval_card(
+        user=need(request, DECIDE).user, approval_id=approval_id
+    )
     if approval is None:
         raise Http404("no such approval")
     return approval
@@ -38,7 +40,7 @@ def approvals_list(
 ):
     """Approvals, oldest first: by default the pending ones (the inbox)."""
     rows = (
-        selectors.approvals_for_user(user=need(request, DECIDE).user)
+        approval_selectors.approvals_for_user(user=need(request, DECIDE).user)
         .filter(status=status)
         .select_related("requested_by", "decided_by")
     )

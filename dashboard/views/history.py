@@ -14,6 +14,7 @@ from django.views.decorators.http import require_GET
 
 from agents import selectors
 from agents.models import Session
+from approvals import selectors as approval_selectors
 from dashboard.inputs import bounded_int
 from dashboard.presenters import cost_usd, event_summary
 from dashboard.views.common import desk_view
@@ -56,7 +57,7 @@ def history(request: HttpRequest, session_id: int) -> HttpResponse:
         "turns": turns,
         "kinds": kinds,
         "families": selectors.history_kind_counts(session_id=found.id),
-        "approvals": selectors.history_approvals(session_id=found.id),
+        "approvals": approval_selectors.history_approvals(session_id=found.id),
         "total_cost": cost_usd(runtime.input_tokens, runtime.output_tokens),
     }
     return render(request, "dashboard/history.html", context)
@@ -112,7 +113,7 @@ async def _export(session_id: int, head: dict[str, Any], kinds: list[str]) -> As
     sections = (
         ("turns", selectors.history_turn_rows(session_id=session_id), _turn),
         ("tool_calls", selectors.history_tool_call_rows(session_id=session_id), _call),
-        ("approvals", selectors.history_approval_rows(session_id=session_id), _approval),
+        ("approvals", approval_selectors.history_approval_rows(session_id=session_id), _approval),
         (
             "events",
             selectors.history_events(session_id=session_id, kinds=kinds, limit=None),
