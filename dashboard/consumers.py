@@ -23,10 +23,11 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels.layers import get_channel_layer
 from django.conf import settings
 
+from agents import stream
 from agents.events import DESK_GROUP, session_group
 from agents.runtime import live
 from approvals.models import Approval
-from dashboard import fanout, frames, presence, pushes, revocation
+from dashboard import frames, presence, pushes, revocation
 
 log = logging.getLogger(__name__)
 REPLAY_BATCH = 500
@@ -50,7 +51,7 @@ async def shared_render(key: tuple, fn: Callable[..., Any], *args: Any) -> Any:
 
 class FollowingConsumer(AsyncJsonWebsocketConsumer):
     """Follows channel-layer groups through the process's fan-out
-    (dashboard/fanout.py) and handles their messages and the client's one at
+    (agents/stream.py) and handles their messages and the client's one at
     a time, in arrival order, as a plain Channels consumer would."""
 
     following: tuple[str, ...] = ()
@@ -66,7 +67,7 @@ class FollowingConsumer(AsyncJsonWebsocketConsumer):
         # socket (dashboard/revocation.py).
         groups = (*groups, revocation.user_group(self.scope["user"].pk))
         for group in groups:
-            await fanout.fanout().join(group, self.inbox)
+            await stream.fanout().join(group, self.inbox)
         self.following = groups
         self.checked_at = time.monotonic()  # connect() has just checked
         self.drainer = asyncio.create_task(self.drain())
@@ -104,7 +105,7 @@ class FollowingConsumer(AsyncJsonWebsocketConsumer):
         if self.following:
             self.drainer.cancel()
             for group in self.following:
-                await fanout.fanout().leave(group, self.inbox)
+                await stream.fanout().leave(group, self.inbox)
 
     async def drain(self) -> None:
         while True:
@@ -210,7 +211,7 @@ class SessionConsumer(FollowingConsumer):
         if [e["seq"] for e in fresh] != list(expected):
             await self.catch_up()  # the layer lost something: Postgres has it
             return
-        await self.deliver([pushes.lean(e) for e in fresh])
+        await self.deliver([stream.lean(e) for e in fresh])
 
     async def session_delta(self, message: dict[str, Any]) -> None:
         for delta in message["events"]:
@@ -218,7 +219,7 @@ class SessionConsumer(FollowingConsumer):
 
     async def catch_up(self) -> None:
         while True:
-            rows = await database_sync_to_async(pushes.events_from_db)(
+            rows = await database_sync_to_async(stream.events_from_db)(
                 self.session_id, self.last_seq, REPLAY_BATCH
             )
             if rows:
@@ -379,10 +380,10 @@ class PresenceConsumer(FollowingConsumer):
         """Follow the groups of `watch` (and no others) through the fan-out."""
         for topic in watch:
             if topic not in self.watched:
-                await fanout.fanout().join(presence.group(topic), self.inbox)
+                await stream.fanout().join(presence.group(topic), self.inbox)
         for topic in self.watched:
             if topic not in watch:
-                await fanout.fanout().leave(presence.group(topic), self.inbox)
+                await stream.fanout().leave(presence.group(topic), self.inbox)
                 self.shown.pop(topic, None)
         others = [g for g in self.following if not g.startswith(presence.GROUP_PREFIX)]
         self.following = (*others, *(presence.group(t) for t in watch))

@@ -34,7 +34,7 @@ from django.db import connection
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from ninja import Header, Query, Router
 
-from agents import selectors
+from agents import selectors, stream
 from agents.events import session_group
 from api import pagination, streamcap
 from api.auth import reader
@@ -42,7 +42,6 @@ from api.pagination import MAX_KEY
 from api.problems import problem
 from api.routes.common import READ_ERRORS
 from api.schemas import EventPage
-from dashboard import fanout, pushes
 
 router = Router(tags=["events"])
 log = logging.getLogger(__name__)
@@ -91,7 +90,7 @@ def events_page(
 ):
     """Events after a seq, in seq order, for clients that poll."""
     _visible(request, session_id)
-    events = [pushes.lean(e) for e in pushes.events_from_db(session_id, after, limit)]
+    events = [stream.lean(e) for e in stream.events_from_db(session_id, after, limit)]
     last = events[-1]["seq"] if events else after
     return {"events": events, "last_seq": last, "more": len(events) == limit}
 
@@ -156,7 +155,7 @@ async def _stream(session_id: int, last_seq: int) -> AsyncIterator[str]:
     group = session_group(session_id)
     # Join before the replay reads Postgres: an event committed after the
     # read then comes through the group (or leaves a gap we fill).
-    await fanout.fanout().join(group, inbox)
+    await stream.fanout().join(group, inbox)
     cursor = _Cursor(session_id, last_seq)
     deadline = time.monotonic() + settings.AGENTDESK_SSE_MAX_S
     try:
@@ -178,7 +177,7 @@ async def _stream(session_id: int, last_seq: int) -> AsyncIterator[str]:
             async for frame in cursor.live(message["events"]):
                 yield frame
     finally:
-        await fanout.fanout().leave(group, inbox)
+        await stream.fanout().leave(group, inbox)
 
 
 class _Cursor:
@@ -190,7 +189,7 @@ class _Cursor:
 
     async def catch_up(self) -> AsyncIterator[str]:
         while True:
-            rows = await _db(pushes.events_from_db, self.session_id, self.last_seq, REPLAY_BATCH)
+            rows = await _db(stream.events_from_db, self.session_id, self.last_seq, REPLAY_BATCH)
             for event in rows:
                 yield self.frame(event)
             if len(rows) < REPLAY_BATCH:
@@ -207,7 +206,7 @@ class _Cursor:
                 yield frame
             return
         for event in fresh:
-            yield self.frame(pushes.lean(event))
+            yield self.frame(stream.lean(event))
 
     def frame(self, event: dict[str, Any]) -> str:
         self.last_seq = event["seq"]

@@ -14,7 +14,7 @@ from agents.errors import ServiceError
 from agents.models import Session, Turn
 from agents.runtime import live
 from agents.transitions import IllegalTransition
-from dashboard import outcomes, pushes, timeline
+from dashboard import outcomes, timeline
 from dashboard.inputs import bounded_int
 from dashboard.views.common import back, desk_view, invalid, rate_limited, refused
 from dashboard.views.features import session_ops_context
@@ -78,7 +78,7 @@ def session(request: HttpRequest, session_id: int) -> HttpResponse:
             "session": view.session,
             "runtime": view.runtime,
             "stream": stream,
-            "events": [pushes.event_dict(e) for e in view.events],
+            "events": [stream.event_dict(e) for e in view.events],
             # Follow-ups, storage, fork (dashboard/views/features.py).
             **session_ops_context(request, view.session, view.runtime.transcript_len),
         },

@@ -216,7 +216,7 @@ def test_the_inbox_socket_adds_new_cards_and_removes_decided_ones(bob, carol):
 
 
 def test_viewers_of_one_session_share_one_group_membership_and_each_get_every_event(alice, bob):
-    from dashboard import fanout
+    from agents import stream as fanout
 
     call = factories.parked_call()
     sid = call.session_id

@@ -1,4 +1,9 @@
-"""One channel-layer membership per group and process, shared by every
+"""The live-event pipeline, in one home for every live viewer (the desk's
+sockets, dashboard/consumers.py; the SSE stream, api/routes/events.py):
+replay from the event log after the seq a viewer last saw, then live pushes
+(agents/events.py publishes them on commit) through the process's fan-out.
+
+One channel-layer membership per group and process, shared by every
 consumer in the process that follows the group.
 
 With the plain Channels pattern each viewer joins the group itself, so an
@@ -16,8 +21,13 @@ import asyncio
 import logging
 import weakref
 from dataclasses import dataclass, field
+from typing import Any
 
 from channels.layers import get_channel_layer
+
+from agents import selectors
+from agents.events import payload
+from agents.models import Event
 
 log = logging.getLogger(__name__)
 
@@ -94,3 +104,29 @@ def fanout() -> Fanout:
     if found is None:
         found = _fanouts[loop] = Fanout()
     return found
+
+
+# --- Replay from the log ---------------------------------------------------------------
+
+
+def event_dict(event: Event) -> dict[str, Any]:
+    """An event read back from the log, as a live push shows it (no transcript row)."""
+    return payload(
+        seq=event.seq,
+        kind=event.kind,
+        turn_id=event.turn_id,
+        data=event.data,
+        actor=event.actor,
+        at=event.created_at.isoformat(),
+    )
+
+
+def lean(event: dict[str, Any]) -> dict[str, Any]:
+    """An event as viewers get it: without the transcript content a live
+    push carries along (the desk's fragments show that, escaped)."""
+    return {k: event.get(k) for k in ("seq", "kind", "turn_id", "data", "actor", "at")}
+
+
+def events_from_db(session_id: int, after: int, limit: int) -> list[dict[str, Any]]:
+    rows = selectors.events_after(session_id=session_id, seq=after, limit=limit)
+    return [event_dict(e) for e in rows]
