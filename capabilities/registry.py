@@ -16,7 +16,7 @@ import dataclasses
 
 from agents.tools.base import Tool
 from agents.tools.profile import Profile
-from agents.tools.support import SUPPORT_TOOLS
+from capabilities.connectors import SUPPORT_TOOLS
 
 SUPPORT_SYSTEM_PROMPT = (
     "You are a support agent for an online shop. Triage the ticket: look up the "

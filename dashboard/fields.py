@@ -1,6 +1,6 @@
 """A tool's output as fields a person reads, not a wall of JSON.
 
-Tools answer the model with JSON text (agents/tools/support.py). The session
+Tools answer the model with JSON text (capabilities/connectors.py). The session
 page shows it as nested key/value lists, lists and small tables; the raw
 text stays one click away (a <details> the template adds). Every key and
 value goes through presenters.visible (escaped, invisible characters shown,

@@ -11,8 +11,8 @@ import time
 import pytest
 
 from agents.models import ToolCall
-from agents.tools.support import ISSUE_REFUND, LOOKUP_ORDER
 from capabilities.codemode import INPUT_SCHEMA, MAX_PROGRAM_CHARS, run_code_tool, stubs
+from capabilities.connectors import ISSUE_REFUND, LOOKUP_ORDER
 from capabilities.registry import code_profile
 from tests.agents.helpers import assert_invariants, wait_turn
 from tests.capabilities.conftest import start_session

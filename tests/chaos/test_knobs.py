@@ -148,7 +148,7 @@ def _tool_step_worst_s() -> float:
     """A tool step: tooling.execute's attempts, each up to the tool's timeout
     (issue_refund makes two requests: the order, then the refund; the Stripe
     client's own timeout applies to the second), with its backoff."""
-    from agents.tools.support import LOOKUP_ORDER, _stripe_client
+    from capabilities.connectors import LOOKUP_ORDER, _stripe_client
     from capabilities.profiles import get_profile
 
     retries = settings.AGENTDESK_TOOL_RETRIES

@@ -13,7 +13,7 @@ from django.utils import timezone
 from agents.features.followups import followup_schedule, followups_fire_due
 from agents.models import Event, FollowUp, Session, ToolCall, Turn
 from agents.tools.base import ToolContext
-from agents.tools.support import SCHEDULE_FOLLOWUP
+from capabilities.connectors import SCHEDULE_FOLLOWUP
 from tests.agents.helpers import at_once, deliver_ticket, wait_turn
 from tests.dashboard import factories
 from tests.processes import wait_for

@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from agents.tools.base import NotSent, OutcomeUnknown, ToolContext
-from agents.tools.support import ISSUE_REFUND, SEND_REPLY
+from capabilities.connectors import ISSUE_REFUND, SEND_REPLY
 from tests.processes import wait_for
 
 

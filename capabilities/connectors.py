@@ -1,4 +1,6 @@
-"""The support-triage tools: the helpdesk and the payment provider.
+"""The built-in connectors: the support-triage tools of the helpdesk and the
+payment provider (a capability like MCP tools and sub-agents, so it lives
+with them; the code profiles of registry.py offer them).
 
 Everything that reaches the outside world is here; the runtime only sees the
 Tool objects (schema, kind, timeout, run).
