@@ -9,6 +9,15 @@ not remove it).
 - The sandbox (the outside world, its own process) imports nothing of ours.
 - No import cycle among the product's modules.
 
+And the apps, as packages (issue 23):
+
+- The layering of the apps, top to bottom: config; integrations; the API
+  and the desk (neither imports the other); approvals; capabilities;
+  agents. An app imports only the apps below it.
+- No two apps import each other, directly or through a third.
+- The runtime imports only agents' core: nothing of agents' own features,
+  services, selectors, tasks or admin, and no other app.
+
 Each check is a function of the graph, so the last tests can show that each
 one fails on a graph with one bad import added.
 """
@@ -29,7 +38,6 @@ FEATURES = (
     "agents.selectors",
     "agents.tasks",
     "agents.admin",
-    "agents.tools.support",  # the built-in connectors (a provider)
     "agents.tools.http",
     "approvals.services",
     "dashboard",
@@ -118,6 +126,81 @@ def cycles(g: grimp.ImportGraph) -> list[list[str]]:
     return found
 
 
+# The apps, top to bottom; apps in one layer are independent of each other.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("config",),
+    ("integrations",),
+    ("api", "dashboard"),
+    ("approvals",),
+    ("capabilities",),
+    ("agents",),
+)
+APPS = tuple(app for layer in LAYERS for app in layer)
+# What the runtime may import of agents besides itself: the core (models,
+# transitions, events, the tool protocol, the gate's vocabulary, the model
+# client, budgets, observability...). Not the agent domain's own interfaces
+# and features.
+NOT_CORE = (
+    "agents.features",
+    "agents.services",
+    "agents.selectors",
+    "agents.tasks",
+    "agents.admin",
+    "agents.stream",
+    "agents.management",
+)
+
+
+def _app_imports(g: grimp.ImportGraph) -> dict[tuple[str, str], str]:
+    """(importer app, imported app) -> one module-level import that makes it."""
+    found: dict[tuple[str, str], str] = {}
+    for module in sorted(g.modules):
+        app = module.split(".")[0]
+        if app not in APPS:
+            continue
+        for imported in sorted(g.find_modules_directly_imported_by(module)):
+            other = imported.split(".")[0]
+            if other in APPS and other != app:
+                found.setdefault((app, other), f"{module} -> {imported}")
+    return found
+
+
+def layer_violations(g: grimp.ImportGraph) -> list[str]:
+    level = {app: i for i, layer in enumerate(LAYERS) for app in layer}
+    return sorted(
+        f"{a} may not import {b}: {why}"
+        for (a, b), why in _app_imports(g).items()
+        if level[b] <= level[a]
+    )
+
+
+def two_way_violations(g: grimp.ImportGraph) -> list[str]:
+    """Pairs of apps that reach each other, directly or through other apps."""
+    edges = _app_imports(g)
+    reach = {a: {b for (x, b) in edges if x == a} for a in APPS}
+    changed = True
+    while changed:  # transitive closure over seven apps
+        changed = False
+        for a in APPS:
+            more = set().union(*(reach[b] for b in reach[a])) - reach[a]
+            if more:
+                reach[a] |= more
+                changed = True
+    return sorted(f"{a} <-> {b}" for a in APPS for b in reach[a] if a < b and a in reach[b])
+
+
+def runtime_core_violations(g: grimp.ImportGraph) -> list[str]:
+    """The runtime reaches only agents' core (and itself), directly or not."""
+    found = []
+    for target in (*NOT_CORE, *(app for app in APPS if app != "agents")):
+        if not g.find_children(target) and target not in g.modules:
+            continue
+        chain = g.find_shortest_chain(importer=RUNTIME, imported=target, as_packages=True)
+        if chain:
+            found.append(" -> ".join(chain))
+    return found
+
+
 # --- The contracts ----------------------------------------------------------------------
 
 
@@ -135,6 +218,18 @@ def test_the_sandbox_imports_nothing_of_ours():
 
 def test_no_import_cycle_among_product_modules():
     assert cycles(graph()) == []
+
+
+def test_the_apps_are_layered():
+    assert layer_violations(graph()) == []
+
+
+def test_no_two_apps_import_each_other():
+    assert two_way_violations(graph()) == []
+
+
+def test_the_runtime_imports_only_agents_core():
+    assert runtime_core_violations(graph()) == []
 
 
 # --- ...and each can fail ---------------------------------------------------------------
@@ -165,6 +260,13 @@ def test_a_feature_imported_through_another_module_is_caught():
     [
         ("approvals.models", "dashboard.presenters", approvals_violations),
         ("sandbox.app", "agents.models", sandbox_violations),
+        # the old way round: the engine asking approvals itself
+        ("agents.runtime.engine", "approvals.models", layer_violations),
+        ("api.routes.events", "dashboard.pushes", layer_violations),  # siblings
+        ("capabilities.registry", "approvals.gate", two_way_violations),
+        # a feature reached from the engine through agents' own domain
+        ("agents.runtime.engine", "agents.selectors", runtime_core_violations),
+        ("agents.runtime.store.control", "approvals.rows", runtime_core_violations),
     ],
 )
 def test_the_other_contracts_can_fail(importer, imported, check):

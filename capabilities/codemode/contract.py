@@ -54,15 +54,21 @@ class LocalSteps:
     profile: Profile
 
     def gate(self, name, arguments, *, kind="host_call", tool_kind=None, side_effect=False):
-        from approvals.policies import requirement_for
+        # The real gate (issue 23 landed): approvals' rules, through the runtime's plug point.
+        from agents.gate import Action
+        from agents.runtime import hooks
 
-        rule = self.profile.rules.get(name)
-        if rule is not None and rule.approval in ("always", "never"):
-            return Verdict("wait" if rule.approval == "always" else "run", "profile_policy", "")
-        requirement = requirement_for(name, arguments)
-        if requirement is None:
-            return Verdict("run", "", "")
-        return Verdict("wait", requirement.policy, requirement.detail)
+        action = Action(
+            kind=kind,
+            session_key=self.session_key,
+            session_context={},
+            profile=self.profile,
+            name=name,
+            arguments=arguments,
+            tool_kind=tool_kind,
+            side_effect=side_effect,
+        )
+        return hooks.gate(action)
 
     def log(self) -> list[InnerStep]:
         with _lock:
