@@ -323,7 +323,7 @@ def report(stats: pstats.Stats, steps: int) -> None:
         "watch",
         "complete",
         "build_messages",
-        "_triage_calls",
+        "triage_calls",
         "requirement_for",
         "apply_async",
         "create_session",

@@ -26,7 +26,6 @@ tooling cuts a tool call at the tool's timeout.
 from __future__ import annotations
 
 import enum
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -36,12 +35,12 @@ from django.conf import settings
 from django.utils import timezone
 
 from agents import budgets
-from agents.gate import Action, Verdict
 from agents.llm import get_model_client
 from agents.llm.base import ModelAborted, ModelReply, ModelRequest, ModelUnavailable
 from agents.models import ToolCall
 from agents.observability import observe
-from agents.runtime import cancel, dispatch, hooks, live, memory, ownership, store, tooling
+from agents.runtime import cancel, dispatch, hooks, live, memory, ownership, store, tooling, triage
+from agents.runtime.memory import build_messages  # (a name bench/profile.py times here)
 from agents.runtime.ownership import Owner
 from agents.runtime.state import CallState, Claimed
 from agents.runtime.steps import CallSteps
@@ -49,7 +48,7 @@ from agents.runtime.store import budget as budget_store
 from agents.runtime.store import pool
 from agents.runtime.store import steps as steps_store
 from agents.tools.base import Kind, Tool, ToolContext
-from agents.tools.profile import Profile, turn_call_names
+from agents.tools.profile import Profile
 from agents.transitions import IllegalTransition
 
 log = logging.getLogger(__name__)
@@ -122,7 +121,7 @@ def _run_turn(claimed: Claimed, deadline: float) -> Stop:
         if time.monotonic() > deadline:
             return Stop.SLICE_OVER
         # Budgets before any call that spends; then memory, as its own step.
-        estimate = _next_input_tokens(claimed, profile)
+        estimate = memory.next_input_tokens(claimed, profile)
         if (stop := _over_budget(claimed, estimate)) is not None:
             return stop
         if (upto := memory.due(claimed)) is not None:
@@ -139,6 +138,8 @@ def _run_turn(claimed: Claimed, deadline: float) -> Stop:
 
 
 def _tool_step(claimed: Claimed, profile: Profile, call: CallState) -> Stop | None:
+    """One tool call: record an outcome already known, park for a human, or
+    run it (marked `running` durably first) and record what it did."""
     if call.status in (S.FAILED, S.DENIED, S.CANCELED):
         # Refused before it ran (bad input, denied, expired): the model reads why.
         step = observe.tool_step(claimed, call)
@@ -163,6 +164,10 @@ def _tool_step(claimed: Claimed, profile: Profile, call: CallState) -> Stop | No
     if tool is None:  # the profile lost the tool since the reply was recorded
         _record(claimed, call, tooling.Outcome(S.FAILED, f"Error: unknown tool {call.name}", True))
         return None
+    return _run_tool(claimed, profile, call, tool)
+
+
+def _run_tool(claimed: Claimed, profile: Profile, call: CallState, tool: Tool) -> Stop | None:
     reissued = call.id in claimed.in_flight_at_claim
     claimed.in_flight_at_claim.discard(call.id)
     # A tool that gates inside judges its own inner steps (agents/gate.py):
@@ -173,25 +178,16 @@ def _tool_step(claimed: Claimed, profile: Profile, call: CallState) -> Stop | No
         return Stop.PARKED
     if reissued:  # read-only or idempotent by key: safe to send again, same key
         store.mark_reissued(claimed, call)
-    context = ToolContext(
-        claimed.key,
-        call.idempotency_key,
-        call.attempts,
-        claimed.context,
-        tool_use_id=call.tool_use_id,
-        call_id=call.id,
-        steps=CallSteps(claimed, call, profile),
-    )
     started = time.monotonic()
     step = observe.tool_step(claimed, call)  # metrics, span, log context
     pool.give_back()  # the call may take seconds: hold no connection meanwhile
-    outcome = tooling.execute(tool, context, call.input)
-    if outcome.status == S.WAITING_SUBAGENT:  # handed to a sub-agent: park until it answers
+    outcome = tooling.execute(tool, _context(claimed, profile, call), call.input)
+    if outcome.status == S.WAITING_SUBAGENT or outcome.asked is not None:
         step.end(outcome.status)
+        if outcome.asked is not None:  # an inner step waits for a person
+            return _park_on_inner_step(claimed, call, outcome)
+        # handed to a sub-agent: park until it answers
         return Stop.PARKED if hooks.call_waiting(claimed, call) else None
-    if outcome.asked is not None:  # an inner step waits for a person
-        step.end(outcome.status)
-        return _park_on_inner_step(claimed, call, outcome)
     if outcome.status == S.IN_DOUBT:
         store.mark_in_doubt(claimed, call, outcome.content)
         step.end(outcome.status)
@@ -199,6 +195,18 @@ def _tool_step(claimed: Claimed, profile: Profile, call: CallState) -> Stop | No
     _record(claimed, call, outcome, ms=_ms(started), reissued=reissued)
     step.end(outcome.status)
     return None
+
+
+def _context(claimed: Claimed, profile: Profile, call: CallState) -> ToolContext:
+    return ToolContext(
+        claimed.key,
+        call.idempotency_key,
+        call.attempts,
+        claimed.context,
+        tool_use_id=call.tool_use_id,
+        call_id=call.id,
+        steps=CallSteps(claimed, call, profile),  # its inner steps, if it has any
+    )
 
 
 def _park_on_inner_step(claimed: Claimed, call: CallState, outcome: tooling.Outcome) -> Stop | None:
@@ -336,7 +344,7 @@ def _stop_outcome(claimed: Claimed, reply: ModelReply) -> tuple[bool, str]:
 
 
 def _record_reply(claimed: Claimed, profile: Profile, reply: ModelReply, ms: int) -> None:
-    calls, approvals, refusals = _triage_calls(claimed, profile, reply)
+    calls, approvals, refusals = triage.triage_calls(claimed, profile, reply)
     finish, failure = _stop_outcome(claimed, reply)
     # Names only: ids, inputs and statuses are on the tool call rows; every
     # byte here is written on every step.
@@ -377,84 +385,6 @@ def _record_reply(claimed: Claimed, profile: Profile, reply: ModelReply, ms: int
         store.fail_turn(claimed, failure)
 
 
-def _triage_calls(
-    claimed: Claimed, profile: Profile, reply: ModelReply
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """Decide each requested call's first status before anything runs:
-    refused (bad input, not in the profile, over a budget: audited as
-    `tool.refused`), waiting for approval, or pending.
-    The first runnable call is recorded `running` with the reply itself."""
-    calls, approvals, refusals = [], [], []
-    earlier = turn_call_names(claimed.transcript) if profile.rules else []
-    for block in reply.tool_uses:
-        name, arguments = block["name"], block.get("input", {})
-        status, output = S.PENDING, ""
-        tool = profile.tool(name)
-        if block["id"] in reply.malformed_inputs:
-            status, output = S.FAILED, f"Error: {reply.malformed_inputs[block['id']]}"
-        elif tool is None:  # least privilege: never run, always on record
-            offered = ", ".join(t.name for t in profile.tools)
-            status = S.FAILED
-            output = (
-                f"Error: no tool named {name!r} in profile {profile.name}; available: {offered}"
-            )
-            refusals.append(_refusal(block, profile, "not in profile"))
-        elif problem := tool.validate(arguments := tool.normalize(arguments)):
-            status, output = S.FAILED, f"Error: input does not match the schema: {problem}"
-        elif over := profile.over_budget(name, earlier):
-            status, output = S.FAILED, f"Error: refused by policy ({over})"
-            refusals.append(_refusal(block, profile, over))
-        elif (verdict := _gate(claimed, profile, tool, arguments)).refused:
-            status, output = S.FAILED, f"Error: refused by policy ({verdict.detail})"
-            refusals.append(_refusal(block, profile, verdict.detail))
-        elif verdict.waits:
-            status = S.WAITING
-            approvals.append(
-                {
-                    "tool_use_id": block["id"],
-                    "policy": verdict.policy,
-                    "detail": verdict.detail,
-                    "tool_name": name,
-                    "arguments": arguments,
-                    "reasoning": reply.text[:4000],
-                }
-            )
-        calls.append(
-            {
-                "tool_use_id": block["id"],
-                "idempotency_key": f"{claimed.key}:{block['id']}",
-                "name": name,
-                "kind": tool.kind.value if tool else "",
-                "status": status,
-                "input": arguments,
-                "output": output,
-                "attempts": 0,
-            }
-        )
-        earlier.append(name)
-    if calls and calls[0]["status"] == S.PENDING:
-        calls[0]["status"], calls[0]["attempts"] = S.RUNNING, 1
-    return calls, approvals, refusals
-
-
-def _gate(claimed: Claimed, profile: Profile, tool: Tool, arguments: dict[str, Any]) -> Verdict:
-    """The gate's verdict on a plain tool call (approvals/gate.py holds the
-    rules). A tool that gates inside asks for each of its inner actions
-    itself while it runs, so its call runs."""
-    if tool.gated_inside:
-        return Verdict("run")
-    action = Action(
-        kind="tool_call",
-        session_key=claimed.key,
-        session_context=claimed.context,
-        profile=profile,
-        name=tool.name,
-        arguments=arguments,
-        tool_kind=tool.kind,
-    )
-    return hooks.gate(action)
-
-
 # --- Budgets and memory (agents/budgets.py, agents/runtime/memory.py) --------------
 
 
@@ -474,29 +404,6 @@ def _spent(claimed: Claimed, tokens: int, cost: int) -> None:
     claimed.total_tokens += tokens
     claimed.turn_cost_micros += cost
     claimed.total_cost_micros += cost
-
-
-def _next_input_tokens(claimed: Claimed, profile: Profile) -> int:
-    """The next call's input, estimated (characters / 4) without building it."""
-    return memory.context_tokens(claimed) + _profile_tokens(profile)
-
-
-# id(profile) -> (profile, its system prompt and tool schemas in tokens): the
-# same for every step of every turn; a JSON dump of the schemas per step was
-# measurable on the hot path. The profile is kept so that its id stays unique.
-_PROFILE_TOKENS: dict[int, tuple[Profile, int]] = {}
-
-
-def _profile_tokens(profile: Profile) -> int:
-    cached = _PROFILE_TOKENS.get(id(profile))
-    if cached is not None and cached[0] is profile:
-        return cached[1]
-    schemas = json.dumps([t.schema_for_model() for t in profile.tools])
-    tokens = (len(profile.system) + len(schemas)) // 4
-    if len(_PROFILE_TOKENS) > 256:  # profiles reloaded from the database: start over
-        _PROFILE_TOKENS.clear()
-    _PROFILE_TOKENS[id(profile)] = (profile, tokens)
-    return tokens
 
 
 def _over_budget(claimed: Claimed, estimate: int) -> Stop | None:
@@ -546,27 +453,6 @@ def _memory_step(claimed: Claimed, upto: int) -> Stop | None:
     memory.remember(claimed, upto, summary)
     step.end("ok")
     return None
-
-
-def _refusal(block: dict[str, Any], profile: Profile, reason: str) -> dict[str, Any]:
-    return {
-        "tool_use_id": block["id"],
-        "name": block["name"],
-        "profile": profile.name,
-        "reason": reason,
-    }
-
-
-def build_messages(transcript: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Transcript rows to Messages-API messages: consecutive rows of one role
-    (each tool result is its own row) merge into one message."""
-    messages: list[dict[str, Any]] = []
-    for row in transcript:
-        if messages and messages[-1]["role"] == row["role"]:
-            messages[-1]["content"] = messages[-1]["content"] + row["content"]
-        else:
-            messages.append({"role": row["role"], "content": list(row["content"])})
-    return messages
 
 
 def _ms(started: float) -> int:

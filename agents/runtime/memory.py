@@ -26,6 +26,7 @@ from django.conf import settings
 
 from agents.llm.base import ModelRequest
 from agents.runtime.state import Claimed
+from agents.tools.profile import Profile
 
 # The sandbox's Messages-API stand-in recognizes a summarization request by
 # this first line (sandbox/messages/memory.py); keep the two in step.
@@ -144,3 +145,41 @@ def system_with_memory(system: str, summary: str) -> str:
         f"{system}\n\n<conversation_summary>\nEarlier in this session (summarized; the "
         f"messages below continue from here):\n{summary}\n</conversation_summary>"
     )
+
+
+# --- The next model call's messages and size ----------------------------------------
+
+
+def build_messages(transcript: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Transcript rows to Messages-API messages: consecutive rows of one role
+    (each tool result is its own row) merge into one message."""
+    messages: list[dict[str, Any]] = []
+    for row in transcript:
+        if messages and messages[-1]["role"] == row["role"]:
+            messages[-1]["content"] = messages[-1]["content"] + row["content"]
+        else:
+            messages.append({"role": row["role"], "content": list(row["content"])})
+    return messages
+
+
+def next_input_tokens(claimed: Claimed, profile: Profile) -> int:
+    """The next call's input, estimated (characters / 4) without building it."""
+    return context_tokens(claimed) + _profile_tokens(profile)
+
+
+# id(profile) -> (profile, its system prompt and tool schemas in tokens): the
+# same for every step of every turn; a JSON dump of the schemas per step was
+# measurable on the hot path. The profile is kept so that its id stays unique.
+_PROFILE_TOKENS: dict[int, tuple[Profile, int]] = {}
+
+
+def _profile_tokens(profile: Profile) -> int:
+    cached = _PROFILE_TOKENS.get(id(profile))
+    if cached is not None and cached[0] is profile:
+        return cached[1]
+    schemas = json.dumps([t.schema_for_model() for t in profile.tools])
+    tokens = (len(profile.system) + len(schemas)) // 4
+    if len(_PROFILE_TOKENS) > 256:  # profiles reloaded from the database: start over
+        _PROFILE_TOKENS.clear()
+    _PROFILE_TOKENS[id(profile)] = (profile, tokens)
+    return tokens

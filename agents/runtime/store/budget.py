@@ -71,7 +71,8 @@ def record_memory(
 ) -> bool:
     """Commit a summary of the rows before `upto` and what it cost; False
     when a snapshot for that position already exists (a re-run after a
-    crash: the unique constraint keeps it at one)."""
+    crash: the unique constraint keeps it at one). (Long for a reason: its
+    keyword parameters, one per line.)"""
     with transaction.atomic():
         runtime = lock_session(claimed.session_id, claimed.fence)
         # Every snapshot is written under the session lock, so this check

@@ -72,7 +72,8 @@ def _claim_general(session_id: int, owner: Owner) -> Claimed | None:
     """Every other claim: a recovery, a resume after approvals, a poison
     step, backing off, nothing to run, a session another slot drives. ORM,
     in the caller's transaction, which already holds the session lock
-    (taking it again costs a query)."""
+    (taking it again costs a query). Long for a reason: the order of these
+    checks is the claim's protocol, read best in one place."""
     runtime = lock_session(session_id)
     if runtime.wake_at is not None and runtime.wake_at > timezone.now() and not runtime.owner:
         return None  # backing off after a failed step; a delayed trigger will come
@@ -190,6 +191,7 @@ def _load(runtime: SessionRuntime, turn: Turn, recovered: bool) -> Claimed:
     # Only what a model call reads: the latest memory snapshot and the rows
     # after it (agents/runtime/memory.py), so a claim is O(recent), not
     # O(transcript). The desk and the history read every row themselves.
+    # (Long for a reason: the claim's fields, named one per line.)
     memory = (
         MemorySnapshot.objects.filter(session_id=runtime.session_id)
         .order_by("-upto_position")
@@ -201,19 +203,7 @@ def _load(runtime: SessionRuntime, turn: Turn, recovered: bool) -> Claimed:
         "position"
     )
     transcript = [{"role": r.role, "content": r.content} for r in rows]
-    last_assistant = max(
-        (base + i for i, row in enumerate(transcript) if row["role"] == "assistant"), default=None
-    )
-    calls: list[CallState] = []
-    if last_assistant is not None:
-        # The calls the last reply asked for, by (session, tool_use_id); a
-        # reply of an earlier turn has every result already: nothing to run.
-        reply = transcript[last_assistant - base]["content"]
-        uses = [b["id"] for b in reply if b.get("type") == "tool_use"]
-        call_rows = ToolCall.objects.filter(
-            session_id=runtime.session_id, tool_use_id__in=uses, turn_id=turn.id
-        )
-        calls = [CallState.from_row(c) for c in call_rows.order_by("id")]
+    calls = _last_reply_calls(runtime.session_id, turn.id, transcript)
     session = runtime.session
     return Claimed(
         session_id=runtime.session_id,
@@ -240,6 +230,19 @@ def _load(runtime: SessionRuntime, turn: Turn, recovered: bool) -> Claimed:
         transcript_base=base,
         memory_summary=memory.summary if memory is not None else "",
     )
+
+
+def _last_reply_calls(
+    session_id: int, turn_id: int, transcript: list[dict[str, Any]]
+) -> list[CallState]:
+    """The calls the last reply asked for, by (session, tool_use_id); a reply
+    of an earlier turn has every result already: nothing to run."""
+    reply = next((r["content"] for r in reversed(transcript) if r["role"] == "assistant"), None)
+    if reply is None:
+        return []
+    uses = [b["id"] for b in reply if b.get("type") == "tool_use"]
+    rows = ToolCall.objects.filter(session_id=session_id, tool_use_id__in=uses, turn_id=turn_id)
+    return [CallState.from_row(c) for c in rows.order_by("id")]
 
 
 def release(claimed: Claimed) -> None:
@@ -359,7 +362,8 @@ def _lock_head(session_id: int) -> _Head | None:
 
 
 def _start_next_turn(head: _Head, owner: Owner) -> Claimed | None:
-    """Start the first queued turn; None, having written nothing, when there is none."""
+    """Start the first queued turn; None, having written nothing, when there is none.
+    (Long for a reason: one statement's row unpacked into the claim, field by field.)"""
     params = {
         "sid": head.session_id,
         "owner": owner.name,

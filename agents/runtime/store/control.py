@@ -9,7 +9,7 @@ costs, and readable beats fast here.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.utils import timezone
@@ -154,50 +154,56 @@ def cancel_open_calls(
     for call in open_calls:
         if call.parent_id is not None:  # an inner step: no transcript row of its own
             _close_inner_step(call, now)
-            continue
-        to = call.status
-        if call.status == C.RUNNING:
-            # It may have left the process (a poison step): unknown, not undone.
-            to = C.IN_DOUBT
-            specs.append(
-                EventSpec(
-                    "tool.in_doubt",
-                    {"tool_use_id": call.tool_use_id, "name": call.name},
-                    turn.id,
-                    actor,
-                )
-            )
-        elif call.status not in (C.FAILED, C.DENIED, C.CANCELED, C.SUCCEEDED, C.IN_DOUBT):
-            to = C.CANCELED
-        text = "Canceled by an operator before this tool ran."
-        if to == C.IN_DOUBT:
-            text = "The turn ended; the outcome of this call is unknown."
-        elif to != C.CANCELED:
-            text = call.output or f"Ended with the turn ({to})."
-        block = {"type": "tool_result", "tool_use_id": call.tool_use_id, "content": text}
-        block["is_error"] = True
-        specs.append(  # the result row rides on the event that says why
-            EventSpec(
-                "tool.closed",
-                {"tool_use_id": call.tool_use_id, "name": call.name, "status": to},
-                turn.id,
-                actor,
-                position=runtime.transcript_len,
-                role="user",
-                content=[block],
-            )
-        )
-        finished_at = call.finished_at or now
-        toolcall_move(
-            call, to, result_position=runtime.transcript_len, is_error=True, finished_at=finished_at
-        )
-        runtime.transcript_len += 1
+        else:
+            _close_call(runtime, turn, call, specs, actor, now)
     canceled = hooks.approval_rows.get().cancel_pending(turn_id=turn.id, now=now)
     if canceled:
         specs.append(EventSpec("approval.canceled", {"count": canceled}, turn.id, actor))
 
 
-def _close_inner_step(call: ToolCall, now) -> None:
+def _close_call(
+    runtime: SessionRuntime,
+    turn: Turn,
+    call: ToolCall,
+    specs: list[EventSpec],
+    actor: str,
+    now: datetime,
+) -> None:
+    """One open call of an ending turn gets its tool_result row."""
+    to = call.status
+    if call.status == C.RUNNING:
+        # It may have left the process (a poison step): unknown, not undone.
+        to = C.IN_DOUBT
+        data = {"tool_use_id": call.tool_use_id, "name": call.name}
+        specs.append(EventSpec("tool.in_doubt", data, turn.id, actor))
+    elif call.status not in (C.FAILED, C.DENIED, C.CANCELED, C.SUCCEEDED, C.IN_DOUBT):
+        to = C.CANCELED
+    text = "Canceled by an operator before this tool ran."
+    if to == C.IN_DOUBT:
+        text = "The turn ended; the outcome of this call is unknown."
+    elif to != C.CANCELED:
+        text = call.output or f"Ended with the turn ({to})."
+    block = {"type": "tool_result", "tool_use_id": call.tool_use_id, "content": text}
+    block["is_error"] = True
+    specs.append(  # the result row rides on the event that says why
+        EventSpec(
+            "tool.closed",
+            {"tool_use_id": call.tool_use_id, "name": call.name, "status": to},
+            turn.id,
+            actor,
+            position=runtime.transcript_len,
+            role="user",
+            content=[block],
+        )
+    )
+    finished_at = call.finished_at or now
+    toolcall_move(
+        call, to, result_position=runtime.transcript_len, is_error=True, finished_at=finished_at
+    )
+    runtime.transcript_len += 1
+
+
+def _close_inner_step(call: ToolCall, now: datetime) -> None:
     """An inner step of a call that ends with its turn: one that may have
     left is unknown, one that never started is canceled."""
     if call.status == C.RUNNING:

@@ -142,7 +142,8 @@ def record_reply(
     finish: bool,
     cost_micros: int = 0,
 ) -> tuple[int, dict[str, int]]:
-    """Commit a model reply; returns its transcript position and call ids."""
+    """Commit a model reply; returns its transcript position and call ids.
+    (Long for a reason: one statement's parameters, named one per line.)"""
     params = {
         "sid": claimed.session_id,
         "fence": claimed.fence,
