@@ -22,9 +22,13 @@ from agents.errors import Conflict
 from agents.events import EventSpec
 from agents.models import PARKED_CALLS, Event, Session, SessionRuntime, ToolCall, Turn
 from agents.runtime import dispatch, hooks, store
+from agents.transitions import session_move, sql_moves, toolcall_move, turn_move
 
 T = Turn.Status
 C = ToolCall.Status
+S = Session.Status
+# What ACCEPT_TURN_SQL moves: a settled session (no turn open) runs again.
+MOVES = sql_moves(session=[(S.IDLE, S.RUNNING), (S.FAILED, S.RUNNING), (S.CANCELED, S.RUNNING)])
 OPEN_TURN = [T.ACCEPTED, T.RUNNING, T.WAITING, T.WAITING_SUBAGENT, T.RESUMING]
 
 
@@ -314,7 +318,7 @@ def toolcall_resolve(
             raise Conflict("this call is not in doubt", current=call.status)
         to = {"retry": C.APPROVED, "succeeded": C.SUCCEEDED, "failed": C.FAILED}[resolution]
         who = _actor(user)
-        store.toolcall_move(
+        toolcall_move(
             call,
             to,
             output=f"Resolved by {who} ({resolution}): {note}".strip(),
@@ -346,8 +350,8 @@ def resume_if_unblocked(
     calls = ToolCall.objects.filter(session_id=turn.session_id, turn=turn)  # the session's index
     if calls.filter(status__in=PARKED_CALLS).exists():
         return
-    store.turn_move(turn, T.RESUMING)
-    store.session_move(runtime.session, Session.Status.RUNNING)
+    turn_move(turn, T.RESUMING)
+    session_move(runtime.session, Session.Status.RUNNING)
     specs.append(EventSpec("turn.resuming", {"number": turn.number}, turn.id, actor))
     dispatch.enqueue_on_commit(runtime.session_id)
 

@@ -6,10 +6,15 @@ each) and the one writer of each status (STYLE.md, rule 1).
   into HTTP 409 with the current state) and save the row in the caller's
   transaction, which holds the session lock and writes the event that says
   why (toolcall_move takes it, the others append it to the caller's list).
-- The hot path's statements (runtime/store/hot.py, claims.py) change the
-  same statuses in SQL, one round trip each: record_tool_result checks its
-  move here before it is sent (`check_tool_move_from`), and every statement's
-  WHERE clause names the from-states of these tables.
+- The hot path's statements (runtime/store/hot.py, claims.py, the turn a
+  message queues in agents/services.py) change the same statuses in SQL,
+  one round trip each: record_tool_result checks its move here before it is
+  sent (`check_tool_move_from`); every module of such statements declares
+  the moves they make (`sql_moves`), checked against these tables when it is
+  imported, and their WHERE clauses name the from-states.
+- A session's status follows its turns; SESSION_MOVES says how: a session
+  that is not in the middle of a turn (idle, failed, canceled) only starts
+  one (running) or stays settled.
 
 The database backs the choices with CheckConstraints (agents/models.py).
 Approval statuses are the approvals app's (approvals/services.py).
@@ -25,6 +30,7 @@ from agents.models import Session, SessionRuntime, ToolCall, Turn
 
 T = Turn.Status
 C = ToolCall.Status
+S = Session.Status
 
 TURN_MOVES: dict[str, frozenset[str]] = {
     T.ACCEPTED: frozenset({T.RUNNING, T.CANCELED}),
@@ -52,6 +58,15 @@ TOOL_MOVES: dict[str, frozenset[str]] = {
 }
 
 
+_SETTLED = frozenset({S.IDLE, S.FAILED, S.CANCELED})
+_ACTIVE = frozenset(S.values) - _SETTLED
+SESSION_MOVES: dict[str, frozenset[str]] = {
+    **{settled: _SETTLED | {S.RUNNING} for settled in _SETTLED},
+    # In a turn: any other state of a turn in progress, or settled.
+    **{active: frozenset(S.values) for active in _ACTIVE},
+}
+
+
 class IllegalTransition(Exception):
     def __init__(self, what: str, current: str, wanted: str) -> None:
         super().__init__(f"{what} is {current}; it cannot become {wanted}")
@@ -67,6 +82,23 @@ def check_turn_move(turn: Turn, to: str) -> None:
 def check_tool_move(call: ToolCall, to: str) -> None:
     if to not in TOOL_MOVES.get(call.status, frozenset()):
         raise IllegalTransition(f"tool call {call.name}", call.status, to)
+
+
+def check_session_move(session: Session, to: str) -> None:
+    if to not in SESSION_MOVES.get(session.status, frozenset()):
+        raise IllegalTransition(f"session {session.key}", session.status, to)
+
+
+def sql_moves(**moves: list[tuple[str, str]]) -> dict[str, list[tuple[str, str]]]:
+    """The moves a module's SQL statements make (turn=[(from, to)], tool=...,
+    session=...), checked against the tables above: a statement that makes
+    an illegal move fails its module's import, hence every test."""
+    tables = {"turn": TURN_MOVES, "tool": TOOL_MOVES, "session": SESSION_MOVES}
+    for model, pairs in moves.items():
+        for current, to in pairs:
+            if to != current and to not in tables[model].get(current, frozenset()):
+                raise IllegalTransition(f"a SQL statement's {model}", current, to)
+    return moves
 
 
 def check_tool_move_from(name: str, current: str, to: str) -> None:
@@ -112,8 +144,9 @@ def turn_move(turn: Turn, to: str, **fields: Any) -> None:
 
 
 def session_move(session: Session, to: str) -> None:
-    """A session's status follows its turns (any to any; the CheckConstraint
-    keeps it one of the choices)."""
+    """A session's status follows its turns (SESSION_MOVES; the
+    CheckConstraint keeps it one of the choices)."""
     if session.status != to:
+        check_session_move(session, to)
         session.status = to
         session.save(update_fields=["status", "updated_at"])

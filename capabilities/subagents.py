@@ -46,6 +46,7 @@ from agents.runtime import hooks, store
 from agents.runtime.state import CallState, Claimed
 from agents.services import resume_if_unblocked
 from agents.tools.base import Kind, Tool, ToolContext, ToolError, ToolOutput, Waiting
+from agents.transitions import toolcall_move
 from capabilities.models import SubagentLink
 
 log = logging.getLogger(__name__)
@@ -148,7 +149,7 @@ def park_on_child(claimed: Claimed, call: CallState) -> bool:
             )
             call.status, call.output = status, output
             return False
-        store.toolcall_move(row, C.WAITING_SUBAGENT, external_id=link.child_session.key)
+        toolcall_move(row, C.WAITING_SUBAGENT, external_id=link.child_session.key)
         spec = EventSpec("subagent.started", data, claimed.turn_id, claimed.owner)
         events.append(runtime, [spec])
         call.status = C.WAITING_SUBAGENT
@@ -189,7 +190,7 @@ def settle(link_id: int) -> bool:
 
 
 def _settle_call(row: ToolCall, status: str, output: str) -> None:
-    store.toolcall_move(
+    toolcall_move(
         row, status, output=output, is_error=status == C.FAILED, finished_at=timezone.now()
     )
 

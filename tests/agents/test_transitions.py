@@ -93,3 +93,29 @@ def test_the_database_refuses_a_status_outside_the_choices(model):
 
 def _moves(status: str) -> frozenset[str]:
     return TOOL_MOVES[status]
+
+
+# --- Sessions, and the moves of the SQL fast paths (issue 23) -----------------------
+
+
+def test_a_settled_session_only_starts_a_turn_or_stays_settled():
+    from agents.models import Session
+    from agents.transitions import check_session_move
+
+    idle = Session(key="ticket:settled", status=Session.Status.IDLE)
+    check_session_move(idle, Session.Status.RUNNING)
+    for to in ("waiting_for_approval", "in_doubt", "paused", "waiting_for_subagent"):
+        with pytest.raises(IllegalTransition):
+            check_session_move(idle, to)
+
+
+def test_every_sql_fast_path_declares_legal_moves_and_an_illegal_one_fails():
+    from agents import services
+    from agents.runtime.store import claims, hot
+    from agents.transitions import sql_moves
+
+    assert hot.MOVES and claims.MOVES and services.MOVES  # checked when imported
+    with pytest.raises(IllegalTransition):
+        sql_moves(turn=[("succeeded", "running")])
+    with pytest.raises(IllegalTransition):
+        sql_moves(session=[("canceled", "in_doubt")])

@@ -8,7 +8,11 @@
 - `control`: the control transitions, everything rarer (mark running / reissued / in doubt, park
   for a human, cancel, fail, back off), ORM inside `transaction.atomic()`;
 - `lock`: the session lock they all take, and LostClaim;
-- `pool`: giving the borrowed connection back before a network wait.
+- `pool`: giving the borrowed connection back before a network wait;
+- `steps`: a running call's inner steps (begin, end, park on one).
+
+The status writers are agents/transitions.py's, imported from there by
+one name each (toolcall_move, turn_move, session_move).
 """
 
 from agents.runtime.store.claims import abandon, claim, is_runnable, release
@@ -25,7 +29,6 @@ from agents.runtime.store.control import (
 )
 from agents.runtime.store.hot import record_reply, record_tool_result
 from agents.runtime.store.lock import LostClaim, lock_session
-from agents.transitions import session_move, toolcall_move, turn_move
 
 __all__ = [
     "LostClaim",
@@ -45,7 +48,4 @@ __all__ = [
     "record_reply",
     "record_tool_result",
     "release",
-    "session_move",
-    "toolcall_move",
-    "turn_move",
 ]

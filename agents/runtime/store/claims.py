@@ -44,10 +44,18 @@ from agents.runtime.store.control import (
     turn_move,
 )
 from agents.runtime.store.lock import lock_session
+from agents.transitions import sql_moves
 
 log = logging.getLogger(__name__)
 C = ToolCall.Status
 T = Turn.Status
+S = Session.Status
+
+# What START_TURN_SQL moves: the first queued turn starts; a settled session runs.
+MOVES = sql_moves(
+    turn=[(T.ACCEPTED, T.RUNNING)],
+    session=[(S.IDLE, S.RUNNING), (S.FAILED, S.RUNNING), (S.CANCELED, S.RUNNING)],
+)
 
 
 def claim(session_id: int, owner: Owner) -> Claimed | None:

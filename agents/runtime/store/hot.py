@@ -31,13 +31,23 @@ from django.db import DEFAULT_DB_ALIAS, connections
 
 from agents import events
 from agents.fields import json_column
-from agents.models import ToolCall
+from agents.models import Session, ToolCall, Turn
 from agents.runtime import hooks
 from agents.runtime.state import CallState, Claimed
 from agents.runtime.store.lock import LostClaim
-from agents.transitions import check_tool_move_from
+from agents.transitions import check_tool_move_from, sql_moves
 
 C = ToolCall.Status
+T = Turn.Status
+S = Session.Status
+
+# What these statements move (the reply that ends a turn; the next call
+# marked running with a result), checked against agents/transitions.py.
+MOVES = sql_moves(
+    turn=[(T.RUNNING, T.SUCCEEDED)],
+    session=[(S.RUNNING, S.RUNNING), (S.RUNNING, S.IDLE)],
+    tool=[(C.PENDING, C.RUNNING), (C.APPROVED, C.RUNNING)],
+)
 
 
 def _dumps(value: Any) -> str:
