@@ -3,8 +3,8 @@
 Providers turn configuration into `Tool` objects the engine runs the same
 way whatever is behind them (agents/tools/base.py):
 
-- builtin: the helpdesk and payment connectors in code (agents/tools/
-  support.py), gathered into the code profiles of registry.py;
+- builtin: the helpdesk and payment connectors in code (connectors.py),
+  gathered into the code profiles of registry.py;
 - mcp.py: the tools of MCP servers, over stdio or streamable HTTP
   (mcp_config.py reads their configuration, mcp_sessions.py keeps one
   session per server per worker process);
@@ -16,4 +16,8 @@ for each (least privilege: models.py's rows win over the code profile);
 names.py maps the names people read (`docs.search`) to the names the
 Messages API accepts (`docs__search`). The app plugs profiles and sub-agents
 into the runtime's hooks at start (apps.py; agents/runtime/hooks.py).
+Whether a call must wait for a person is not decided here but by the one
+gate (approvals/gate.py), which reads the profile's rules.
+
+May import: agents only.
 """
