@@ -338,6 +338,34 @@ def toolcall_resolve(
     return call
 
 
+def toolcall_decided(
+    runtime: SessionRuntime,
+    call: ToolCall,
+    to: str,
+    *,
+    specs: list[EventSpec],
+    actor: str,
+    runs_with: dict[str, Any] | None = None,
+    note: str = "",
+) -> None:
+    """A decision on a call that waited for a person (approvals/services.py),
+    handed back to the runtime in the deciding transaction, under the
+    session lock: the call is approved (to run with `runs_with`, an
+    approver's edit, or as asked) or denied (`note` is what the model, or
+    the tool that asked, reads); an inner step's outer call is runnable
+    again (the runtime runs the tool again, which reads the decision in its
+    steps' log); the turn resumes when nothing else holds it."""
+    if to == C.APPROVED:
+        toolcall_move(call, to, input=call.input if runs_with is None else runs_with)
+    else:
+        toolcall_move(call, to, output=note, is_error=True, finished_at=timezone.now())
+    if call.parent_id is not None:
+        parent = ToolCall.objects.select_for_update().get(pk=call.parent_id)
+        if parent.status == C.WAITING:
+            toolcall_move(parent, C.APPROVED)
+    resume_if_unblocked(runtime, call.turn_id, specs, actor)
+
+
 def resume_if_unblocked(
     runtime: SessionRuntime, turn_id: int, specs: list[EventSpec], actor: str
 ) -> None:

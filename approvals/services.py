@@ -34,7 +34,7 @@ from agents.events import EventSpec
 from agents.models import SessionRuntime, ToolCall
 from agents.observability import observe
 from agents.runtime import store
-from agents.services import resume_if_unblocked
+from agents.services import toolcall_decided
 from agents.transitions import toolcall_move
 from approvals import terms as who_decides
 from approvals.models import Approval, Decision, Vote, arguments_hash
@@ -294,12 +294,13 @@ def _finish(
     client_address: str | None,
     specs: list[EventSpec],
 ) -> None:
-    """The last required vote: the approval and its call are decided."""
+    """The last required vote: the approval is decided, then its call is
+    handed back to the runtime, once (agents.services.toolcall_decided)."""
     call = approval.tool_call
     who = user.get_username()
+    note, runs_with = "", None
     if outcome == "approved":
-        edited = approval.edited_arguments
-        toolcall_move(call, C.APPROVED, input=call.input if edited is None else edited)
+        runs_with = approval.edited_arguments  # None: as asked
         to = A.APPROVED
     else:
         note = f"Denied by {who}: {reason}"
@@ -307,7 +308,6 @@ def _finish(
             note = (
                 f"Escalated to admins after nobody decided in time, then denied by {who}: {reason}"
             )
-        _close_call(call, C.DENIED, note)
         to = A.DENIED
     approval.decided_by, approval.decided_at, approval.reason = user, timezone.now(), reason
     data = {
@@ -328,8 +328,8 @@ def _finish(
     )
     _record_decision(approval, user, client_address)
     observe.approval_decided(approval, runtime.session.key)  # on commit
-    _wake_parent(call)
-    resume_if_unblocked(runtime, approval.turn_id, specs, who)
+    decided = C.APPROVED if to == A.APPROVED else C.DENIED
+    toolcall_decided(runtime, call, decided, specs=specs, actor=who, runs_with=runs_with, note=note)
 
 
 def _roles(user: AbstractBaseUser | None) -> str:
@@ -360,17 +360,6 @@ def _record_decision(
 
 def _close_call(call: ToolCall, status: str, note: str) -> None:
     toolcall_move(call, status, output=note, is_error=True, finished_at=timezone.now())
-
-
-def _wake_parent(call: ToolCall) -> None:
-    """A decided inner step (agents/gate.py): its outer call, parked on it,
-    is runnable again (`approved`: a person's answer is in); the runtime runs
-    the tool again, which reads the decision in its steps' log."""
-    if call.parent_id is None:
-        return
-    parent = ToolCall.objects.select_for_update().get(pk=call.parent_id)
-    if parent.status == C.WAITING:
-        toolcall_move(parent, C.APPROVED)
 
 
 # --- Bulk -------------------------------------------------------------------------------
@@ -517,9 +506,7 @@ def _expire(
     )
     _record_decision(approval, None, None)
     observe.approval_decided(approval, runtime.session.key)  # on commit
-    _close_call(call, C.DENIED, note)
-    _wake_parent(call)
-    resume_if_unblocked(runtime, approval.turn_id, specs, "system")
+    toolcall_decided(runtime, call, C.DENIED, specs=specs, actor="system", note=note)
 
 
 def approval_lapse(*, session_id: int, tool_call_id: int) -> str | None:
