@@ -10,6 +10,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from agents import selectors, services
+from agents import stream as live_events
 from agents.errors import ServiceError
 from agents.models import Session, Turn
 from agents.runtime import live
@@ -78,7 +79,7 @@ def session(request: HttpRequest, session_id: int) -> HttpResponse:
             "session": view.session,
             "runtime": view.runtime,
             "stream": stream,
-            "events": [stream.event_dict(e) for e in view.events],
+            "events": [live_events.event_dict(e) for e in view.events],
             # Follow-ups, storage, fork (dashboard/views/features.py).
             **session_ops_context(request, view.session, view.runtime.transcript_len),
         },
