@@ -26,10 +26,10 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+import capabilities.codemode.stubs as stubs  # the module, not the package (no cycle with __init__)
 from agents.runtime import tooling
 from agents.tools.base import Kind, OutcomeUnknown, ToolContext, ToolError, ToolOutput
 from agents.tools.profile import Profile
-from capabilities.codemode import stubs
 from capabilities.codemode.contract import InnerStep, LocalSteps, NeedsApproval
 from capabilities.codemode.pool import Done, Limits, Pause, Program, ProgramError, TypeCheckFailed
 
