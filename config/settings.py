@@ -291,6 +291,11 @@ AGENTDESK_WEBHOOK_MAX_ATTEMPTS = env_int("AGENTDESK_WEBHOOK_MAX_ATTEMPTS", 8)
 AGENTDESK_WEBHOOK_BACKOFF_S = env_float("AGENTDESK_WEBHOOK_BACKOFF_S", 5.0)
 AGENTDESK_WEBHOOK_BACKOFF_MAX_S = env_float("AGENTDESK_WEBHOOK_BACKOFF_MAX_S", 3600.0)
 AGENTDESK_WEBHOOK_TIMEOUT_S = env_float("AGENTDESK_WEBHOOK_TIMEOUT_S", 10.0)
+# Networks outbound requests a user configured (webhook targets) may reach
+# besides the public internet: loopback, private, link-local and the like are
+# refused unless listed here (integrations/egress.py), e.g. "10.2.0.0/16".
+# make run and the tests list loopback, where their receivers listen.
+AGENTDESK_EGRESS_ALLOW = env_list("AGENTDESK_EGRESS_ALLOW", [])
 # Notifications (integrations/notifications.py): approvers hear of a waiting
 # approval by email (when EMAIL_HOST is set) and Slack (token and channel
 # set), with a link to the card at AGENTDESK_BASE_URL.

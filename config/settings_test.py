@@ -15,6 +15,8 @@ os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/agentd
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/9")
 # A fresh machine (nothing answers there): the embedded servers `make run` uses.
 embedded.for_tests()
+# Webhook receivers in tests listen on loopback (tests of the refusal clear it).
+os.environ.setdefault("AGENTDESK_EGRESS_ALLOW", "127.0.0.0/8,::1/128")
 use_local_defaults()
 
 from config.settings import *  # noqa: E402,F403

@@ -331,6 +331,8 @@ def app_env(database_url: str, redis_url: str, sandbox_url: str) -> dict[str, st
     env = dict(os.environ)
     env.update(DATABASE_URL=database_url, REDIS_URL=redis_url, SANDBOX_URL=sandbox_url)
     env.setdefault("AGENTDESK_WEBHOOK_SECRET", "whsec_dev_only")
+    # Webhooks to a receiver on this machine (a trial): loopback is allowed here only.
+    env.setdefault("AGENTDESK_EGRESS_ALLOW", "127.0.0.0/8,::1/128")
     env.setdefault("AGENTDESK_DEMO_PASSWORD", DEMO_PASSWORD_DEFAULT)
     # A development run: Django's debug pages on unless asked otherwise.
     env.setdefault("DJANGO_DEBUG", "1")
