@@ -483,6 +483,8 @@ LOGGING = {
             "level": LOG_LEVEL,
         },
         "file_housekeeping": {"()": "agents.observability.logs.Housekeeping"},
+        # Every handler: no Authorization value, token or secret is written.
+        "redact": {"()": "agents.observability.redact.Redact"},
     },
     "handlers": {
         "console": {
@@ -490,7 +492,7 @@ LOGGING = {
             "formatter": AGENTDESK_LOG_FORMAT
             if AGENTDESK_LOG_FORMAT in ("json", "console")
             else "plain",
-            "filters": ["console_housekeeping"],
+            "filters": ["redact", "console_housekeeping"],
         },
         **(
             {
@@ -498,7 +500,7 @@ LOGGING = {
                     "class": "logging.FileHandler",
                     "filename": AGENTDESK_LOG_FILE,
                     "formatter": "json",
-                    "filters": ["file_housekeeping"],
+                    "filters": ["redact", "file_housekeeping"],
                     "delay": True,  # no empty file for a process that logs nothing
                 }
             }
