@@ -328,6 +328,12 @@ AGENTDESK_APPROVAL_QUORUM_ABOVE_CENTS = env_int("AGENTDESK_APPROVAL_QUORUM_ABOVE
 AGENTDESK_APPROVAL_QUORUM_VOTES = env_int("AGENTDESK_APPROVAL_QUORUM_VOTES", 2)
 AGENTDESK_APPROVAL_ON_EXPIRY = env_str("AGENTDESK_APPROVAL_ON_EXPIRY", "deny")
 AGENTDESK_BULK_APPROVE_MAX = env_int("AGENTDESK_BULK_APPROVE_MAX", 50)
+# Profiles whose sessions take approval requests from outside agents (MCP's
+# request_approval with a session_key) from anyone; admins may attach one to
+# any session (api/external.py).
+AGENTDESK_EXTERNAL_APPROVAL_PROFILES = env_list("AGENTDESK_EXTERNAL_APPROVAL_PROFILES", [])
+# Cards on one page of the approvals inbox; the page says how many it does not show.
+AGENTDESK_INBOX_PAGE = env_int("AGENTDESK_INBOX_PAGE", 200)
 
 AGENTDESK_TASK_SLICE_S = env_float("AGENTDESK_TASK_SLICE_S", 60.0)
 AGENTDESK_MAX_STEP_ATTEMPTS = env_int("AGENTDESK_MAX_STEP_ATTEMPTS", 5)

@@ -155,7 +155,8 @@ class _Steps:
         self.add(Step("tool", label, _before(at, d.get("ms")), at))
 
     def on_approval_requested(self, d: dict[str, Any], at: datetime) -> None:
-        label = f"Waiting for approval ({d.get('policy', '')})"
+        asked = "an outside agent's request, " if d.get("external") else ""
+        label = f"Waiting for approval ({asked}{d.get('policy', '')})"
         self.waiting[str(d.get("tool_use_id", ""))] = self.add(
             Step("approval", label, at, self.now, True)
         )
