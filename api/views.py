@@ -18,7 +18,7 @@ from django.views.decorators.http import require_POST
 from agents.errors import Invalid, ServiceError
 from agents.models import Session, Turn
 from agents.services import message_post
-from api import idempotency, ratelimit, tokens
+from api import idempotency, inbound_checks, ratelimit, tokens
 from api.inbound import helpdesk_webhook, verified_event_id
 from api.writes import audit
 
@@ -41,6 +41,9 @@ def inbound_helpdesk(request: HttpRequest) -> JsonResponse:
     signature = request.headers.get("Agentdesk-Signature", "")
     try:
         event_id = verified_event_id(body=request.body, signature=signature)
+    except Invalid as exc:  # signed, but not a delivery we can take: an admin sees it
+        inbound_checks.record_refusal(body=request.body, reason=exc.message, request=request)
+        return _error(exc)
     except ServiceError as exc:
         return _error(exc)
     response, _ = idempotency.run(
