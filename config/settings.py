@@ -407,9 +407,12 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 # Login throttling (django-axes, dashboard/auth.py): failures are counted per
-# user name and, separately, per client address; either reaching the limit
-# locks logins for it (also with the right password) until the cool-off has
-# passed since the last failure. A lockout is a 429 page with Retry-After, a
+# user name and client address together; reaching the limit locks logins for
+# that name from that address (also with the right password) until the
+# cool-off has passed since the last failure. So nobody can lock a user out
+# from elsewhere, nor everyone behind one address. One address alone is
+# locked after a higher count over a longer window (AGENTDESK_LOGIN_ADDRESS_*):
+# one place trying many names is stopped too. A lockout is a 429 page with Retry-After, a
 # row in the admin (Axes > Access attempts: delete it to lift the lockout), a
 # `login.locked_out` audit row and agentdesk_login_lockouts in /metrics.
 # Behind a proxy, run Daphne with --proxy-headers so the client address is
@@ -420,7 +423,9 @@ AUTHENTICATION_BACKENDS = [
 ]
 AXES_FAILURE_LIMIT = env_int("AGENTDESK_LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(seconds=env_float("AGENTDESK_LOGIN_COOLOFF_S", 900.0))
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AGENTDESK_LOGIN_ADDRESS_LIMIT = env_int("AGENTDESK_LOGIN_ADDRESS_LIMIT", 50)
+AGENTDESK_LOGIN_ADDRESS_WINDOW_S = env_int("AGENTDESK_LOGIN_ADDRESS_WINDOW_S", 3600)
 AXES_RESET_ON_SUCCESS = True
 AXES_ENABLE_ACCESS_FAILURE_LOG = True
 AXES_LOCKOUT_CALLABLE = "dashboard.auth.locked_out"
