@@ -385,6 +385,16 @@ AGENTDESK_MCP_RETRY_LIST_S = env_float("AGENTDESK_MCP_RETRY_LIST_S", 30.0)
 # A resolved profile (policies, MCP tool lists) is kept this long per process.
 AGENTDESK_CAPABILITY_CACHE_S = env_float("AGENTDESK_CAPABILITY_CACHE_S", 5.0)
 AGENTDESK_SUBAGENT_MAX_DEPTH = env_int("AGENTDESK_SUBAGENT_MAX_DEPTH", 3)
+# Code Mode (capabilities/codemode/): Monty subprocesses per worker process,
+# how long a program waits for a free one, the host side's deadline per round
+# trip (a subprocess that does not answer is killed), and programs' limits.
+AGENTDESK_CODEMODE_PROCESSES = env_int("AGENTDESK_CODEMODE_PROCESSES", 4)
+AGENTDESK_CODEMODE_CHECKOUT_S = env_float("AGENTDESK_CODEMODE_CHECKOUT_S", 10.0)
+AGENTDESK_CODEMODE_REQUEST_TIMEOUT_S = env_float("AGENTDESK_CODEMODE_REQUEST_TIMEOUT_S", 15.0)
+AGENTDESK_CODEMODE_INTERPRETER_S = env_float("AGENTDESK_CODEMODE_INTERPRETER_S", 5.0)
+AGENTDESK_CODEMODE_WALL_S = env_float("AGENTDESK_CODEMODE_WALL_S", 120.0)
+AGENTDESK_CODEMODE_MEMORY_MB = env_int("AGENTDESK_CODEMODE_MEMORY_MB", 64)
+AGENTDESK_CODEMODE_HOST_CALLS = env_int("AGENTDESK_CODEMODE_HOST_CALLS", 50)
 
 # Jobs (agents/features/jobs.py): attempts before a job is dead, backoff between them,
 # and how long a running attempt may go without progress before it is failed.
