@@ -548,6 +548,10 @@ LOGGING = {
         ),
         # django-axes logs every login at INFO; failures and lockouts are WARNING.
         "axes": {"level": "WARNING"},
+        # Django's own console handler on "django" (DEBUG only) wrote records,
+        # django-ninja's "Unexpected auth - '<the header>'" among them, before
+        # the root's handlers could redact them: its records go to the root's.
+        "django": {"handlers": [], "level": "INFO", "propagate": True},
     },
 }
 
