@@ -29,6 +29,15 @@ _PROFILES: dict[str, Profile] = {
 }
 
 
+def _browser_profiles() -> None:
+    from capabilities.browser.profiles import carrier_profile
+
+    _PROFILES["carrier_claims"] = carrier_profile()
+
+
+_browser_profiles()
+
+
 def register_profile(profile: Profile) -> None:
     """Add a profile (benchmarks and tests plug their own tools in here)."""
     _PROFILES[profile.name] = profile
