@@ -76,8 +76,14 @@ def create_app(data_path: str | Path, **options: Any) -> FaultInjector:
     )
     sandbox.pace = sandbox.default_pace()
     app = Starlette(
-        routes=[*admin.routes, *helpdesk.routes, *payments.routes, *messages.routes, *slack.routes,
-                *carrier.routes],
+        routes=[
+            *admin.routes,
+            *helpdesk.routes,
+            *payments.routes,
+            *messages.routes,
+            *slack.routes,
+            *carrier.routes,
+        ],
         exception_handlers={HTTPException: _http_error},
         lifespan=_lifespan(sandbox),
     )

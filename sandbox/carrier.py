@@ -47,6 +47,9 @@ class CarrierPortal:
     failed_logins: int = 0
     refused_claims: int = 0
     claim_delay_ms: int = 0
+    # Raw HTML on the news page (POST /_carrier {"news_html": ...}): a page
+    # of the allowed site that links, redirects or loads scripts elsewhere.
+    news_html: str = ""
     sessions: set[str] = field(default_factory=set)
     tokens: set[str] = field(default_factory=set)  # issued, not yet used
     claims: list[Claim] = field(default_factory=list)
@@ -55,6 +58,7 @@ class CarrierPortal:
     def clear(self) -> None:
         with self.lock:
             self.logins = self.failed_logins = self.refused_claims = self.claim_delay_ms = 0
+            self.news_html = ""
             self.sessions.clear()
             self.tokens.clear()
             self.claims.clear()
@@ -218,9 +222,18 @@ async def claims_list(request: Request) -> Response:
         )
     return _page(
         "My claims",
-        "<table><tr><th>Confirmation</th><th>Tracking</th><th>Description</th></tr>"
-        f"{rows}</table>",
+        f"<table><tr><th>Confirmation</th><th>Tracking</th><th>Description</th></tr>{rows}</table>",
     )
+
+
+async def news(request: Request) -> Response:
+    """Deliberately unescaped: it stands for content the site does not control."""
+    return _page("News", _portal(request).news_html or "<p>No news.</p>")
+
+
+async def go(request: Request) -> Response:
+    """An open redirect, as old portals have."""
+    return RedirectResponse(request.query_params.get("to", "/carrier/login"), status_code=302)
 
 
 async def admin_stats(request: Request) -> Response:
@@ -231,7 +244,8 @@ async def admin_set(request: Request) -> Response:
     body = await request.json()
     portal = _portal(request)
     with portal.lock:
-        portal.claim_delay_ms = int(body.get("claim_delay_ms", 0))
+        portal.claim_delay_ms = int(body.get("claim_delay_ms", portal.claim_delay_ms))
+        portal.news_html = str(body.get("news_html", portal.news_html))
     return JSONResponse({"ok": True})
 
 
@@ -242,6 +256,8 @@ routes = [
     Route("/carrier/claims/new", claim_form, methods=["GET"]),
     Route("/carrier/claims", claim_create, methods=["POST"]),
     Route("/carrier/claims", claims_list, methods=["GET"]),
+    Route("/carrier/news", news, methods=["GET"]),
+    Route("/carrier/go", go, methods=["GET"]),
     Route("/_carrier", admin_stats, methods=["GET"]),
     Route("/_carrier", admin_set, methods=["POST"]),
 ]

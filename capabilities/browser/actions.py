@@ -52,8 +52,10 @@ Work = Callable[[Any], Awaitable[Any]]
 
 def call_of(ctx: ToolContext) -> Call:
     call_id = getattr(ctx, "call_id", None)
-    rows = ToolCall.objects.filter(pk=call_id) if call_id else ToolCall.objects.filter(
-        idempotency_key=ctx.idempotency_key
+    rows = (
+        ToolCall.objects.filter(pk=call_id)
+        if call_id
+        else ToolCall.objects.filter(idempotency_key=ctx.idempotency_key)
     )
     row = rows.values("id", "session_id", "turn_id", "tool_use_id").first()
     if row is None:
@@ -158,12 +160,17 @@ async def _leased(host, config, key, loaded, work, shot_quality) -> Result:
             extra = await work(slot)
         except ToolError as exc:
             error = str(exc)
+        refused = slot.guard.take_refused()
+        if slot.page.url.startswith("chrome-error://") and before.startswith("http"):
+            # A refused navigation leaves Chromium's error page: back to where we were.
+            await page.go(slot.page, before, ms)
+            error = error or "the page tried to go where this profile does not allow"
         snap = await page.snapshot(slot.page)
         result = Result(
             snap=snap,
             shot=await page.screenshot(slot.page, quality=shot_quality),
             storage=await slot.context.storage_state(),
-            refused=slot.guard.take_refused(),
+            refused=refused + slot.guard.take_refused(),
             navigated=snap["url"] != before,
             error=error,
             extra=extra,
@@ -206,4 +213,3 @@ def handshake() -> tuple[concurrent.futures.Future, concurrent.futures.Future]:
 
 async def wait_go(go: concurrent.futures.Future) -> Any:
     return await asyncio.wrap_future(go)
-

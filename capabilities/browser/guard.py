@@ -61,7 +61,7 @@ def expand(url: str) -> str:
     """`${SANDBOX_URL}/carrier/` -> the setting's value (profiles name places
     by setting, so one profile serves every deployment)."""
     for name in ("SANDBOX_URL", "AGENTDESK_BASE_URL"):
-        url = url.replace("${%s}" % name, str(getattr(settings, name)).rstrip("/"))
+        url = url.replace("${" + name + "}", str(getattr(settings, name)).rstrip("/"))
     return url
 
 
@@ -72,7 +72,9 @@ def allowed(url: str, prefixes: list[Prefix]) -> str | None:
         return "the desk's own origin"
     if not url.startswith(("http://", "https://", "ws://", "wss://")):
         return "scheme not allowed"
-    if any(p.admits(url.replace("ws", "http", 1) if url.startswith("ws") else url) for p in prefixes):
+    if any(
+        p.admits(url.replace("ws", "http", 1) if url.startswith("ws") else url) for p in prefixes
+    ):
         return None
     return "not in the profile's allowed URLs"
 

@@ -38,11 +38,11 @@ SNAPSHOT_JS = """() => {
              e.type === 'hidden' ? '(hidden)' : String(e.value).slice(0, 500) })),
     buttons: [...f.querySelectorAll('button, input[type=submit]')]
       .map(b => (b.innerText || b.value || '').trim().slice(0, 80)) }));
-  const links = [...document.links].filter(visible).slice(0, %d)
+  const links = [...document.links].filter(visible).slice(0, MAX_LINKS)
     .map(a => ({ text: a.innerText.trim().slice(0, 80), href: a.href }));
   return { title: document.title, url: location.href, forms, links,
-           text: document.body ? document.body.innerText.slice(0, %d) : '' };
-}""" % (MAX_LINKS, TEXT_CHARS)
+           text: document.body ? document.body.innerText.slice(0, TEXT_CHARS) : '' };
+}""".replace("MAX_LINKS", str(MAX_LINKS)).replace("TEXT_CHARS", str(TEXT_CHARS))
 
 # The form a control would submit when clicked, or null when it submits none.
 SUBMITS_JS = """el => { const f = el.form || el.closest('form'); if (!f) return null;
@@ -73,8 +73,11 @@ def describe(snap: dict[str, Any]) -> str:
     for form in snap["forms"]:
         lines.append(f"Form {form['form']!r} ({form['method'].upper()} {form['action']}):")
         for f in form["fields"]:
-            flags = ", ".join(x for x in ("readonly" if f["readonly"] else "",
-                                          "required" if f["required"] else "") if x)
+            flags = ", ".join(
+                x
+                for x in ("readonly" if f["readonly"] else "", "required" if f["required"] else "")
+                if x
+            )
             extra = f", {flags}" if flags else ""
             lines.append(f"  - {f['name']} [{f['type']}{extra}] {f['label']!r} = {f['value']!r}")
         if form["buttons"]:
@@ -119,7 +122,9 @@ async def go(page: Any, url: str, timeout_ms: float) -> None:
         await page.goto(url, wait_until="load", timeout=timeout_ms)
     except Exception as exc:
         if "ERR_BLOCKED_BY_CLIENT" in str(exc):
-            raise ToolError(f"{url} is not allowed for this profile (refused and recorded)") from exc
+            raise ToolError(
+                f"{url} is not allowed for this profile (refused and recorded)"
+            ) from exc
         raise ToolError(f"could not open {url}: {str(exc).splitlines()[0][:200]}") from exc
     await settle(page, timeout_ms)
 

@@ -17,7 +17,10 @@ CARRIER = BrowserConfig(
     allow=(PORTAL,),
     side_effect_forms=("claim",),
     checks=(
-        ("claim", SubmitCheck("${SANDBOX_URL}/carrier/claims", "tracking", r"CLM-\d{4}-[0-9A-F]{4}")),
+        (
+            "claim",
+            SubmitCheck("${SANDBOX_URL}/carrier/claims", "tracking", r"CLM-\d{4}-[0-9A-F]{4}"),
+        ),
     ),
 )
 

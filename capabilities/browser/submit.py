@@ -47,8 +47,10 @@ def submit_tool(tool) -> Any:
         "browser_submit",
         "Submit a form on the current page, by its id or name. A form that changes "
         "something waits for a person's approval first; you are told if they deny it.",
-        {"properties": {"form": {"type": "string", "minLength": 1, "maxLength": 100}},
-         "required": ["form"]},
+        {
+            "properties": {"form": {"type": "string", "minLength": 1, "maxLength": 100}},
+            "required": ["form"],
+        },
         _submit,
         # The call owns its inner step's judgment after a crash (the check,
         # below): the runtime may run it again, with the same key.
@@ -95,7 +97,10 @@ def _gate(config, ctx, call, loaded, form, steps) -> tuple[ToolOutput | None, di
     preview = _preview(config, ctx, call, loaded, form)
     arguments = {"form": form, "fields": preview["fields"]}
     verdict = steps.gate(
-        "browser_submit", arguments, kind="browser", tool_kind=Kind.NOT_IDEMPOTENT,
+        "browser_submit",
+        arguments,
+        kind="browser",
+        tool_kind=Kind.NOT_IDEMPOTENT,
         side_effect=True,
     )
     if verdict.decision == "refuse":
@@ -171,8 +176,9 @@ def _send(config, ctx, call, loaded, form, edited: dict[str, str]) -> ToolOutput
 def _mark_pending(ctx: ToolContext, loaded: state.Loaded, form: str, values: dict) -> None:
     steps = getattr(ctx, "steps", None)
     if steps is not None:  # the contract's durable inner step (fenced)
-        steps.begin(STEP, "browser_submit", {"form": form, "fields": values},
-                    tool_kind=Kind.NOT_IDEMPOTENT)
+        steps.begin(
+            STEP, "browser_submit", {"form": form, "fields": values}, tool_kind=Kind.NOT_IDEMPOTENT
+        )
     loaded.pending_key, loaded.pending_form = ctx.idempotency_key, form
     loaded.data["submitting"] = {"form": form, "values": values}
     state.save(loaded, step=None, turn_id=None)
