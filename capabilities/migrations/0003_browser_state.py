@@ -5,28 +5,39 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('agents', '0015_waiting_for_subagent'),
-        ('capabilities', '0002_approval_policy'),
+        ("agents", "0015_waiting_for_subagent"),
+        ("capabilities", "0002_approval_policy"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='BrowserState',
+            name="BrowserState",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('state', models.BinaryField()),
-                ('key_id', models.CharField(max_length=16)),
-                ('turn_id', models.BigIntegerField(null=True)),
-                ('actions', models.PositiveIntegerField(default=0)),
-                ('pages', models.PositiveIntegerField(default=0)),
-                ('turn_started_at', models.DateTimeField(null=True)),
-                ('pending_key', models.CharField(blank=True, max_length=300)),
-                ('pending_form', models.CharField(blank=True, max_length=200)),
-                ('version', models.PositiveIntegerField(default=0)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('session', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='browser_state', to='agents.session')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("state", models.BinaryField()),
+                ("key_id", models.CharField(max_length=16)),
+                ("turn_id", models.BigIntegerField(null=True)),
+                ("actions", models.PositiveIntegerField(default=0)),
+                ("pages", models.PositiveIntegerField(default=0)),
+                ("turn_started_at", models.DateTimeField(null=True)),
+                ("pending_key", models.CharField(blank=True, max_length=300)),
+                ("pending_form", models.CharField(blank=True, max_length=200)),
+                ("version", models.PositiveIntegerField(default=0)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "session",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="browser_state",
+                        to="agents.session",
+                    ),
+                ),
             ],
         ),
     ]
