@@ -213,3 +213,9 @@ def handshake() -> tuple[concurrent.futures.Future, concurrent.futures.Future]:
 
 async def wait_go(go: concurrent.futures.Future) -> Any:
     return await asyncio.wrap_future(go)
+
+
+def turn_ended(claimed: Any) -> None:
+    """The runtime's turn_ended hook: close the session's context here, if any."""
+    if hosting.started() is not None:
+        close_for(claimed.key)
