@@ -186,6 +186,15 @@ async def fill(slot: Any, fields: dict[str, str], timeout_ms: float) -> dict[str
     return filled
 
 
+async def fill_changed(slot: Any, form: str, fields: dict[str, str], timeout_ms: float) -> None:
+    """Fill only the fields whose value differs (a readonly one that does
+    not is left alone: filling it would fail)."""
+    current = await form_values(slot.page, form)
+    changed = {k: v for k, v in fields.items() if k in current and current[k] != v}
+    if changed:
+        await fill(slot, changed, timeout_ms)
+
+
 async def form_values(page: Any, form: str) -> dict[str, str]:
     return await (await form_locator(page, form)).evaluate(VALUES_JS)
 

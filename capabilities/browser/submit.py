@@ -17,8 +17,8 @@ looks, and either reports the confirmation found or submits (the check says
 it never arrived); without one the outcome is unknown (in_doubt, a person
 decides).
 
-Until the gate contract is on main, a context without `steps` means the
-call was approved at triage (the profile's rule for browser_submit).
+A call run outside the engine (no `steps`) is not gated here: only the
+engine runs agents' tools.
 """
 
 from __future__ import annotations
@@ -27,14 +27,10 @@ import concurrent.futures
 import re
 from typing import Any
 
+from agents.gate import NeedsApproval
 from agents.tools.base import Kind, OutcomeUnknown, ToolContext, ToolError, ToolOutput
 from capabilities.browser import actions, page, state
 from capabilities.browser.config import BrowserConfig, SubmitCheck
-
-try:  # the gate contract (issue 23)
-    from agents.gate import NeedsApproval
-except ImportError:  # pragma: no cover - until the gate lands
-    NeedsApproval = None  # type: ignore[assignment,misc]
 
 STEP = 1  # the submit is inner step 1 of its call
 PREVIEW_SHOT_QUALITY = 50
@@ -42,7 +38,6 @@ MAX_PREVIEW_BYTES = 200_000
 
 
 def submit_tool(tool) -> Any:
-    extra = {"gated_inside": True} if _has_gated_inside() else {}
     return tool(
         "browser_submit",
         "Submit a form on the current page, by its id or name. A form that changes "
@@ -55,14 +50,8 @@ def submit_tool(tool) -> Any:
         # The call owns its inner step's judgment after a crash (the check,
         # below): the runtime may run it again, with the same key.
         Kind.IDEMPOTENT_BY_KEY,
-        **extra,
+        gated_inside=True,  # it asks the gate itself, with the form's values
     )
-
-
-def _has_gated_inside() -> bool:
-    from agents.tools.base import Tool
-
-    return "gated_inside" in getattr(Tool, "__dataclass_fields__", {})
 
 
 def _submit(config: BrowserConfig, ctx: ToolContext, arguments: dict[str, Any]) -> ToolOutput:
@@ -70,47 +59,53 @@ def _submit(config: BrowserConfig, ctx: ToolContext, arguments: dict[str, Any]) 
     call, loaded = actions.begin(config, ctx)
     if loaded.pending_key == ctx.idempotency_key:
         return _in_doubt(config, ctx, call, loaded, form)
-    edited: dict[str, str] = {}
-    steps = getattr(ctx, "steps", None)
-    if config.is_side_effect(form) and steps is not None:
+    fields: dict[str, str] = {}
+    if ctx.steps is not None:
         try:
-            done, edited = _gate(config, ctx, call, loaded, form, steps)
+            done, fields = _gate(config, ctx, call, loaded, form, ctx.steps)
         except _Pending:  # begun, then the worker died before our own mark
             return _in_doubt(config, ctx, call, loaded, form)
         if done is not None:
             return done
-    return _send(config, ctx, call, loaded, form, edited)
+    return _send(config, ctx, call, loaded, form, fields)
 
 
 def _gate(config, ctx, call, loaded, form, steps) -> tuple[ToolOutput | None, dict[str, str]]:
-    """Ask the gate for inner step 1; (a result, or None to go on; edited fields)."""
+    """Inner step 1 as the gate and a person left it: (a result, or None to
+    submit now; the fields as approved, an approver's edits included)."""
     inner = next((s for s in steps.log() if s.n == STEP), None)
     if inner is not None:
         status = str(inner.status)
-        if status == "denied":
+        if status in ("denied", "canceled"):
             raise ToolError(f"a person denied this submit: {inner.reason or 'no reason given'}")
-        if status == "succeeded":
-            return ToolOutput(str(inner.output)), {}
-        if status == "running":  # we began it and never heard back
+        if status in ("succeeded", "failed"):
+            return ToolOutput(str(inner.output), is_error=status == "failed"), {}
+        if status == "running":  # begun, and no outcome recorded
             raise _Pending()
+        if status == "in_doubt":
+            raise OutcomeUnknown(f"the submit of {form!r} is in doubt: {inner.output}")
         return None, dict((inner.input or {}).get("fields") or {})  # approved (maybe edited)
-    preview = _preview(config, ctx, call, loaded, form)
-    arguments = {"form": form, "fields": preview["fields"]}
     verdict = steps.gate(
         "browser_submit",
-        arguments,
+        {"form": form},
         kind="browser",
         tool_kind=Kind.NOT_IDEMPOTENT,
-        side_effect=True,
+        side_effect=config.is_side_effect(form),
     )
     if verdict.decision == "refuse":
         raise ToolError(f"refused by policy ({verdict.policy}): {verdict.detail}")
-    if verdict.decision == "wait":
-        actions.close_for(ctx.session_key)  # the session waits on a person
-        raise NeedsApproval(
-            step=STEP, name="browser_submit", arguments=arguments, verdict=verdict, preview=preview
-        )
-    return None, {}
+    if verdict.decision != "wait":
+        return None, {}
+    preview = _preview(config, ctx, call, loaded, form)
+    actions.close_for(ctx.session_key)  # the session waits on a person
+    raise NeedsApproval(
+        step=STEP,
+        name="browser_submit",
+        arguments={"form": form, "fields": preview["fields"]},
+        verdict=verdict,
+        preview=preview,
+        tool_kind=Kind.NOT_IDEMPOTENT,
+    )
 
 
 class _Pending(Exception):
@@ -145,8 +140,8 @@ def _send(config, ctx, call, loaded, form, edited: dict[str, str]) -> ToolOutput
     ms = config.action_timeout_s * 1000
 
     async def work(slot):
-        if edited:
-            await page.fill(slot, edited, ms)
+        if edited:  # as approved: an approver may have changed a value
+            await page.fill_changed(slot, form, edited, ms)
         values = await page.form_values(slot.page, form)
         ready.set_result(values)
         await actions.wait_go(go)  # the pending mark is committed: now it may leave
@@ -174,9 +169,8 @@ def _send(config, ctx, call, loaded, form, edited: dict[str, str]) -> ToolOutput
 
 
 def _mark_pending(ctx: ToolContext, loaded: state.Loaded, form: str, values: dict) -> None:
-    steps = getattr(ctx, "steps", None)
-    if steps is not None:  # the contract's durable inner step (fenced)
-        steps.begin(
+    if ctx.steps is not None:  # the durable inner step (fenced: a lost claim stops here)
+        ctx.steps.begin(
             STEP, "browser_submit", {"form": form, "fields": values}, tool_kind=Kind.NOT_IDEMPOTENT
         )
     loaded.pending_key, loaded.pending_form = ctx.idempotency_key, form
@@ -185,11 +179,10 @@ def _mark_pending(ctx: ToolContext, loaded: state.Loaded, form: str, values: dic
 
 
 def _end(ctx: ToolContext, result: actions.Result) -> None:
-    steps = getattr(ctx, "steps", None)
-    if steps is not None:
+    if ctx.steps is not None:
         text, is_error = actions.output(result)
         status = "failed" if is_error else "succeeded"
-        steps.end(STEP, status=status, output=text[:4000], is_error=is_error)
+        ctx.steps.end(STEP, status=status, output=text[:4000], is_error=is_error)
 
 
 def _in_doubt(config, ctx, call, loaded, form) -> ToolOutput:
@@ -241,6 +234,5 @@ def _look(config, ctx, call, loaded, check: SubmitCheck, value: str) -> dict | N
 
 
 def _end_text(ctx: ToolContext, text: str) -> None:
-    steps = getattr(ctx, "steps", None)
-    if steps is not None:
-        steps.end(STEP, status="succeeded", output=text)
+    if ctx.steps is not None:
+        ctx.steps.end(STEP, status="succeeded", output=text)

@@ -54,6 +54,8 @@ def _approve_on_desk(bob, approval: Approval):
     page = client.get(f"/sessions/{approval.session_id}/")
     assert page.status_code == 200
     assert b'class="browser-thumb" src="data:image/jpeg;base64,' in page.content
+    card = client.get("/approvals/").content
+    assert b'class="browser-preview-shot" src="data:image/jpeg;base64,' in card
     body = {"decision": "approve", "expected_hash": approval.arguments_hash}
     response = client.post(f"/approvals/{approval.id}/decide", body, headers={"HX-Request": "true"})
     assert response.status_code == 200, response.content[:500]
@@ -75,6 +77,8 @@ def test_a_lost_parcel_claim_is_filed_once_after_approval_on_the_desk(
     assert portal["logins"] == 1 and len(portal["claims"]) == 1
     number = portal["claims"][0]["number"]
     reply = ToolCall.objects.get(session=session, name="send_reply")
+    assert approval.preview["fields"]["tracking"] == "TRK1002"  # the card showed the form
+    assert approval.preview["screenshot"].startswith("data:image/jpeg;base64,")
     assert number in reply.input["body"]
     steps = Event.objects.filter(session=session, kind="browser.step").order_by("seq")
     assert [e.data["action"] for e in steps][:3] == ["open", "fill", "click"]
@@ -147,7 +151,7 @@ def test_workers_killed_after_login_and_during_the_approved_submit_file_one_clai
     assert portal["logins"] == 1 and len(portal["claims"]) == 1, portal
     steps = Event.objects.filter(session=session, kind="browser.step")
     assert "submit.check" in [e.data["action"] for e in steps]  # the check decided
-    submit = ToolCall.objects.get(session=session, name="browser_submit")
+    submit = ToolCall.objects.get(session=session, name="browser_submit", parent=None)
     assert submit.status == "succeeded"
     results = [
         block
