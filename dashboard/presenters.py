@@ -156,6 +156,12 @@ def event_summary(kind: str, data: dict[str, Any] | None) -> str:
     if kind == "tool.resolved":
         return f"In-doubt call resolved as {d.get('resolution', '')}: {d.get('note', '')}"
     if kind == "approval.requested":
+        if d.get("external"):
+            # Not this session's agent: someone's token, through MCP (api/external.py).
+            return (
+                "An outside agent (through MCP, not this session's agent) asked for approval "
+                f"(policy {d.get('policy', '')})"
+            )
         return f"Approval requested (policy {d.get('policy', '')})"
     if kind == "approval.decided":
         edited = " with edited arguments" if d.get("edited") else ""

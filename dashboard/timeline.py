@@ -164,7 +164,8 @@ class _Steps:
         self.add(Step("browser", label, at, at, thumb=browser_thumb(d.get("thumb"))))
 
     def on_approval_requested(self, d: dict[str, Any], at: datetime) -> None:
-        label = f"Waiting for approval ({d.get('policy', '')})"
+        asked = "an outside agent's request, " if d.get("external") else ""
+        label = f"Waiting for approval ({asked}{d.get('policy', '')})"
         self.waiting[str(d.get("tool_use_id", ""))] = self.add(
             Step("approval", label, at, self.now, True)
         )

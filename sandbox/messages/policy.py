@@ -32,7 +32,7 @@ from sandbox.messages.transcript import Progress, Turn
 from sandbox.responses import random_id
 
 MAX_TOOL_CALLS = 8
-PROBE_DIRECTIVES = ("bad_json", "unknown_tool", "schema_violation")
+PROBE_DIRECTIVES = ("bad_json", "unknown_tool", "schema_violation", "huge_number")
 # [[sandbox:max_tokens]] and [[sandbox:pause_turn]]: the first reply of a turn
 # stops there (text only); a request that continues from it goes on as usual.
 # [[sandbox:refusal]]: every reply of the turn is a refusal;
@@ -252,6 +252,13 @@ def _probe(turn: Turn) -> Reply | None:
         )
     if directive == "bad_json":
         return _bad_json_probe(turn)
+    if directive == "huge_number":  # valid JSON, but no float holds it (inf in Python)
+        order_id = _find(ORDER_RE, turn) or "ORD-1001"
+        raw = f'{{"order_id": "{order_id}", "amount_cents": 1e400, "reason": "requested_by_customer"}}'
+        return Reply(
+            "I'll refund this right away.",
+            ToolUse("issue_refund", {"order_id": order_id}, raw_json=raw),
+        )
     return None
 
 
