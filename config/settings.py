@@ -555,6 +555,26 @@ LOGGING = {
     },
 }
 
+# Browser sessions (capabilities/browser/, issue 25). The storage state is
+# encrypted with AGENTDESK_BROWSER_KEY (urlsafe base64 of 32 bytes; make one
+# with `python -c "import base64,os;print(base64.urlsafe_b64encode(os.urandom(32)).decode())"`);
+# without one a key is derived from SECRET_KEY (development only: production
+# refuses the development secret anyway).
+AGENTDESK_BROWSER_KEY = env_str("AGENTDESK_BROWSER_KEY", "")
+AGENTDESK_BROWSER_EXECUTABLE = env_str("AGENTDESK_BROWSER_EXECUTABLE", "/usr/bin/chromium")
+# Open browser contexts per worker process (one per active agent session);
+# a session that finds them all busy waits up to _WAIT_S, then the call is
+# retried like any request that never left.
+AGENTDESK_BROWSER_MAX_CONTEXTS = env_int("AGENTDESK_BROWSER_MAX_CONTEXTS", 24)
+AGENTDESK_BROWSER_CONTEXT_WAIT_S = env_float("AGENTDESK_BROWSER_CONTEXT_WAIT_S", 20.0)
+AGENTDESK_BROWSER_IDLE_S = env_float("AGENTDESK_BROWSER_IDLE_S", 120.0)
+# Values a profile may fill without the model ever seeing them
+# (`${secret:NAME}`); the default is the sandbox carrier portal's account.
+AGENTDESK_BROWSER_SECRETS = env_json(
+    "AGENTDESK_BROWSER_SECRETS",
+    {"carrier_username": "acme-support", "carrier_password": "parcel-desk-2026"},
+)
+
 # Last, once every value above is read: production refuses to start on a
 # development secret (ImproperlyConfigured while this module is imported, so
 # Daphne, Celery and every manage.py command stop alike; a system check would

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandbox.messages import codemode, scripted, wording
+from sandbox.messages import carrier, codemode, scripted, wording
 from sandbox.messages.rules import (
     EMAIL_RE,
     ESCALATE_RE,
@@ -75,6 +75,8 @@ def decide(turn: Turn) -> Reply:
     if probe is not None and not turn.calls:
         return probe
     calls = turn.calls[1:] if probe is not None else turn.calls
+    if (parcel := carrier.decide(turn)) is not None:  # a lost parcel: the carrier portal
+        return parcel
     progress = Progress(calls)
     if len(turn.calls) >= MAX_TOOL_CALLS:
         return _finish(turn, progress, stopped_early=True)
