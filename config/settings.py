@@ -182,8 +182,13 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1  # a busy worker does not hoard messages
 # connection. The README ("Sizing") says how to choose the number.
 CELERY_WORKER_POOL = env_str("AGENTDESK_WORKER_POOL", "threads")
 CELERY_WORKER_CONCURRENCY = env_int("AGENTDESK_WORKER_SLOTS", 200)
-CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
+# A broker outage of any length is lived through (config/broker.py): retry
+# for ever (every 1, 2 ... at most 5 s: config/broker.Consumer), and leave
+# running tasks running (they are triggers; every step they take is fenced).
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+CELERY_WORKER_CONSUMER = "config.broker:Consumer"  # reconnects every <= 5 s
 # One advance task runs at most AGENTDESK_TASK_SLICE_S of steps and then
 # re-enqueues itself, so a task lives at most one slice plus its longest step
 # (a model call with its retries). The hard time limit sits above that, and
@@ -200,6 +205,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600),
     "priority_steps": [0, 3, 6, 9],
     "queue_order_strategy": "priority",
+    # A broker across a cut link must not hold a slot's send (or the
+    # consumer) for the kernel's minutes: give up and let retries speak.
+    "socket_connect_timeout": 5,
 }
 CELERY_BEAT_SCHEDULE = {
     "sweep-sessions": {
