@@ -363,6 +363,14 @@ AGENTDESK_SWEEP_GRACE_S = env_float("AGENTDESK_SWEEP_GRACE_S", 2.0)
 # (agents/runtime/watchdog.py); beat also sends a sweep task as often.
 AGENTDESK_SWEEP_INTERVAL_S = env_float("AGENTDESK_SWEEP_INTERVAL_S", 2.0)
 AGENTDESK_TOOL_RETRIES = env_int("AGENTDESK_TOOL_RETRIES", 3)
+# A tool whose provider refuses every quick try (NotSent: nothing left) is
+# tried again this many times more, with the step backoff (2, 4, 8, 16 s),
+# before the model is told it failed (runtime/engine.py, issue 26).
+AGENTDESK_TOOL_UNAVAILABLE_RETRIES = env_int("AGENTDESK_TOOL_UNAVAILABLE_RETRIES", 4)
+# A record that loses its database connection is tried again on a new one for
+# this long while its fence holds (runtime/store/retry.py): the step's model
+# call or tool call is done, and giving up would pay for it twice.
+AGENTDESK_RECORD_RETRY_S = env_float("AGENTDESK_RECORD_RETRY_S", 20.0)
 
 # --- Capabilities (capabilities/) -----------------------------------
 # MCP servers, as JSON: {"docs": {"transport": "stdio", "command": ["python",
