@@ -34,8 +34,14 @@ $(STAMP): requirements.lock pyproject.toml | $(PY)
 run: install
 	$(PY) scripts/run.py
 
+# Several pytest workers (pytest-xdist), each with its own test database and
+# Redis db (config/settings_test.py); a file's tests stay on one worker.
+# Most tests wait on real processes, so more workers than cores pays.
+# `make test TEST_WORKERS=0` runs them in this one process.
+TEST_WORKERS ?= 3
+
 test: install
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -23,7 +23,7 @@ from django.conf import settings
 
 from agents.tools.base import Kind, Tool, ToolContext, ToolError, ToolOutput
 from agents.tools.profile import Profile, ToolRule
-from capabilities import mcp, mcp_config, names, subagents
+from capabilities import codemode, mcp, mcp_config, names, subagents
 from capabilities.models import AgentProfile, McpToolList
 from capabilities.registry import code_profile, code_tools
 
@@ -70,8 +70,12 @@ def _build(name: str) -> Profile | None:
     listed: dict[str, dict[str, Tool]] = {}
     tools: list[Tool] = []
     rules: dict[str, ToolRule] = {}
+    code_mode = None
     for policy in row.policies.all():
         if not policy.enabled:
+            continue
+        if policy.capability == codemode.CAPABILITY:
+            code_mode = policy  # applied once the other tools are known
             continue
         tool = _capability(policy, builtin, servers, listed)
         if tool is None:
@@ -80,7 +84,12 @@ def _build(name: str) -> Profile | None:
         tools.append(tool)
         rules[tool.name] = ToolRule(policy.approval, policy.max_calls_per_turn, policy.cost_cents)
     system = row.system_prompt or (code.system if code else "")
-    return Profile(name, system, tuple(tools), rules, row.max_cost_cents_per_turn)
+    profile = Profile(name, system, tuple(tools), rules, row.max_cost_cents_per_turn)
+    if code_mode is not None:  # the tools become the program's host functions
+        rule = ToolRule(code_mode.approval, code_mode.max_calls_per_turn, code_mode.cost_cents)
+        limits = codemode.default_limits(wall_s=code_mode.timeout_s)
+        profile = codemode.with_code_mode(profile, limits, rule)
+    return profile
 
 
 def _capability(policy, builtin, servers, listed) -> Tool | None:

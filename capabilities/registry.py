@@ -12,6 +12,8 @@ engine runs, falling back to the code profile declared here.
 
 from __future__ import annotations
 
+import dataclasses
+
 from agents.tools.base import Tool
 from agents.tools.profile import Profile
 from agents.tools.support import SUPPORT_TOOLS
@@ -24,9 +26,19 @@ SUPPORT_SYSTEM_PROMPT = (
 )
 
 
-_PROFILES: dict[str, Profile] = {
-    "support_triage": Profile("support_triage", SUPPORT_SYSTEM_PROMPT, SUPPORT_TOOLS),
-}
+_SUPPORT = Profile("support_triage", SUPPORT_SYSTEM_PROMPT, SUPPORT_TOOLS)
+
+
+def _support_code_mode() -> Profile:
+    """The support tools as Code Mode (capabilities/codemode/): the model
+    writes one program where it would make one call per lookup."""
+    from capabilities.codemode import with_code_mode  # its settings: read once apps load
+
+    return dataclasses.replace(with_code_mode(_SUPPORT), name="support_codemode")
+
+
+_PROFILES: dict[str, Profile] = {"support_triage": _SUPPORT}
+_LAZY = {"support_codemode": _support_code_mode}
 
 
 def register_profile(profile: Profile) -> None:
@@ -35,6 +47,8 @@ def register_profile(profile: Profile) -> None:
 
 
 def code_profile(name: str) -> Profile | None:
+    if name not in _PROFILES and name in _LAZY:
+        _PROFILES[name] = _LAZY[name]()
     return _PROFILES.get(name)
 
 

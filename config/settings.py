@@ -290,6 +290,10 @@ AGENTDESK_IDEMPOTENCY_TTL_S = env_int("AGENTDESK_IDEMPOTENCY_TTL_S", 24 * 3600)
 AGENTDESK_IDEMPOTENCY_LEASE_S = env_int("AGENTDESK_IDEMPOTENCY_LEASE_S", 60)
 AGENTDESK_SSE_HEARTBEAT_S = env_float("AGENTDESK_SSE_HEARTBEAT_S", 15.0)
 AGENTDESK_SSE_MAX_S = env_float("AGENTDESK_SSE_MAX_S", 300.0)  # then the client reconnects
+# Event streams one token, and one user over all their tokens, may hold open
+# at once (api/streamcap.py); the next is a 429.
+AGENTDESK_SSE_MAX_PER_TOKEN = env_int("AGENTDESK_SSE_MAX_PER_TOKEN", 4)
+AGENTDESK_SSE_MAX_PER_USER = env_int("AGENTDESK_SSE_MAX_PER_USER", 8)
 # Outbound webhooks (integrations/): retries with exponential backoff, then dead.
 AGENTDESK_WEBHOOK_MAX_ATTEMPTS = env_int("AGENTDESK_WEBHOOK_MAX_ATTEMPTS", 8)
 AGENTDESK_WEBHOOK_BACKOFF_S = env_float("AGENTDESK_WEBHOOK_BACKOFF_S", 5.0)
@@ -386,6 +390,16 @@ AGENTDESK_MCP_RETRY_LIST_S = env_float("AGENTDESK_MCP_RETRY_LIST_S", 30.0)
 # A resolved profile (policies, MCP tool lists) is kept this long per process.
 AGENTDESK_CAPABILITY_CACHE_S = env_float("AGENTDESK_CAPABILITY_CACHE_S", 5.0)
 AGENTDESK_SUBAGENT_MAX_DEPTH = env_int("AGENTDESK_SUBAGENT_MAX_DEPTH", 3)
+# Code Mode (capabilities/codemode/): Monty subprocesses per worker process,
+# how long a program waits for a free one, the host side's deadline per round
+# trip (a subprocess that does not answer is killed), and programs' limits.
+AGENTDESK_CODEMODE_PROCESSES = env_int("AGENTDESK_CODEMODE_PROCESSES", 4)
+AGENTDESK_CODEMODE_CHECKOUT_S = env_float("AGENTDESK_CODEMODE_CHECKOUT_S", 10.0)
+AGENTDESK_CODEMODE_REQUEST_TIMEOUT_S = env_float("AGENTDESK_CODEMODE_REQUEST_TIMEOUT_S", 15.0)
+AGENTDESK_CODEMODE_INTERPRETER_S = env_float("AGENTDESK_CODEMODE_INTERPRETER_S", 5.0)
+AGENTDESK_CODEMODE_WALL_S = env_float("AGENTDESK_CODEMODE_WALL_S", 120.0)
+AGENTDESK_CODEMODE_MEMORY_MB = env_int("AGENTDESK_CODEMODE_MEMORY_MB", 64)
+AGENTDESK_CODEMODE_HOST_CALLS = env_int("AGENTDESK_CODEMODE_HOST_CALLS", 50)
 
 # Jobs (agents/features/jobs.py): attempts before a job is dead, backoff between them,
 # and how long a running attempt may go without progress before it is failed.

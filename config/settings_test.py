@@ -7,12 +7,23 @@ start with config.settings inherit them.
 """
 
 import os
+from urllib.parse import urlsplit, urlunsplit
 
 from config import embedded
 from config.security import use_local_defaults
 
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/agentdesk")
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/9")
+# Under pytest-xdist each worker (gw0, gw1, ...) gets its own Redis db next to
+# the configured one, as pytest-django gives it its own test database: tests
+# flush their db and start Celery workers on it, which must not reach another
+# worker's tests. Set before the embedded fallback, which keeps the path.
+_XDIST = os.environ.get("PYTEST_XDIST_WORKER", "")
+if _XDIST.startswith("gw") and not os.environ.get("AGENTDESK_TEST_REDIS_SPLIT"):
+    _url = urlsplit(os.environ["REDIS_URL"])
+    _db = int(_url.path.strip("/") or 0) + int(_XDIST[2:])
+    os.environ["REDIS_URL"] = urlunsplit(_url._replace(path=f"/{_db}"))
+    os.environ["AGENTDESK_TEST_REDIS_SPLIT"] = _XDIST  # processes we start keep it
 # A fresh machine (nothing answers there): the embedded servers `make run` uses.
 embedded.for_tests()
 use_local_defaults()

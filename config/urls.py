@@ -12,7 +12,7 @@ urlpatterns = [
     path("api/v1/", api_v1.urls),  # the REST API (api/)
     path("account/tokens/", include("api.urls")),  # a person's API tokens
     path("integrations/", include("integrations.urls")),  # webhooks (admins)
-    path("api/", include("agents.api_urls")),
+    path("api/", include("api.inbound_urls")),
     path("metrics", metrics, name="metrics"),  # Prometheus (agents/observability)
     path("", include("dashboard.urls")),
 ]

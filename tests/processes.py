@@ -19,6 +19,12 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# How long a process we start may take to say it is ready. A deadline, not a
+# wait: a worker is ready in 2-4 s on a quiet machine, but on 2 cores under
+# pytest-xdist (or beside other suites) its imports can take far longer, and
+# a start-up that is merely slow is not what any test here checks.
+STARTUP_S = float(os.environ.get("AGENTDESK_TEST_STARTUP_S", "120"))
+
 
 def wait_for(
     condition: Callable[[], Any], *, timeout: float = 20.0, what: str = "condition"
@@ -94,7 +100,7 @@ def start_sandbox(data_dir: Path, env: dict[str, str], *extra: str) -> tuple[Pro
     args = [sys.executable, "-m", "sandbox", "--host", "127.0.0.1", "--port", "0"]
     args += ["--data", str(data_dir / "sandbox.sqlite3"), "--seed-demo", *extra]
     proc = Proc("sandbox", args, env, data_dir / "sandbox.log")
-    match = proc.wait_for_log(r"sandbox: listening on (http://\S+)")
+    match = proc.wait_for_log(r"sandbox: listening on (http://\S+)", timeout=STARTUP_S)
     return proc, match.group(1)
 
 
@@ -106,7 +112,7 @@ def start_worker(name: str, env: dict[str, str], log_dir: Path, *extra: str) -> 
     args += ["--loglevel=INFO", "-n", f"{name}@%h", "--without-gossip", "--without-mingle"]
     args += ["--without-heartbeat", *extra]
     proc = Proc(name, args, env, log_dir / f"{name}-{time.monotonic_ns()}.log")
-    proc.wait_for_log(r"\bready\.")
+    proc.wait_for_log(r"\bready\.", timeout=STARTUP_S)
     return proc
 
 
@@ -125,5 +131,5 @@ def start_beat(env: dict[str, str], log_dir: Path) -> Proc:
     args = [sys.executable, "-m", "celery", "-A", "config", "beat", "--loglevel=INFO"]
     args += ["--schedule", str(schedule)]
     proc = Proc("beat", args, env, log_dir / f"beat-{time.monotonic_ns()}.log")
-    proc.wait_for_log(r"beat: Starting")
+    proc.wait_for_log(r"beat: Starting", timeout=STARTUP_S)
     return proc

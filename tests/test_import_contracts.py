@@ -28,8 +28,6 @@ FEATURES = (
     "agents.services",  # writes from people and inbound channels
     "agents.selectors",
     "agents.tasks",
-    "agents.api",
-    "agents.inbound",
     "agents.admin",
     "agents.tools.support",  # the built-in connectors (a provider)
     "agents.tools.http",

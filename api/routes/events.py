@@ -12,6 +12,13 @@ A stream lasts at most AGENTDESK_SSE_MAX_S, then ends; the client
 reconnects with Last-Event-ID (EventSource does by itself) and loses
 nothing. Bounded streams let a deploy drain a Daphne, spread clients over
 Daphnes again, and let a proxy's idle limits never cut a stream silently.
+
+A waiting stream holds no database connection: every read it makes
+(the permission check, each catch-up) borrows one from the process's pool
+and gives it back before the next wait, also when the client is gone
+mid-read (the read finishes in its thread and returns the connection
+there). And a user or a token holds at most so many streams at once
+(api/streamcap.py): the next one is a 429.
 """
 
 import asyncio
@@ -23,14 +30,16 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.http import Http404, HttpRequest, StreamingHttpResponse
+from django.db import connection
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from ninja import Header, Query, Router
 
 from agents import selectors
 from agents.events import session_group
-from api import pagination
+from api import pagination, streamcap
 from api.auth import reader
 from api.pagination import MAX_KEY
+from api.problems import problem
 from api.routes.common import READ_ERRORS
 from api.schemas import EventPage
 from dashboard import fanout, pushes
@@ -97,13 +106,49 @@ async def events_stream(
     ),
 ):
     """Server-Sent Events: every event after Last-Event-ID (or `after`),
-    then the live ones as they commit."""
-    await sync_to_async(_visible)(request, session_id)
+    then the live ones as they commit. A token holds at most
+    AGENTDESK_SSE_MAX_PER_TOKEN streams at once and a user
+    AGENTDESK_SSE_MAX_PER_USER: beyond, 429 with Retry-After."""
+    # The token was checked on this request's thread: its connection goes back too.
+    await _db(_visible, request, session_id)
+    lease = await sync_to_async(streamcap.acquire)(request.auth)
+    if isinstance(lease, streamcap.Refused):
+        return _too_many(lease)
     start = last_event_id if last_event_id is not None else after
     response = StreamingHttpResponse(_stream(session_id, start), content_type="text/event-stream")
+    # Called when the response is closed, also when the client went away
+    # (Django's ASGI handler closes it on both paths).
+    response._resource_closers.append(lease.release)
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"  # a proxy must not hold frames back
     return response
+
+
+def _too_many(refused: streamcap.Refused) -> HttpResponse:
+    return problem(
+        429,
+        f"this {refused.scope} already holds {refused.limit} event streams, the most it may "
+        "hold at once; close one, or retry after the given seconds",
+        slug="too-many-streams",
+        headers={"Retry-After": str(refused.retry_after)},
+    )
+
+
+def _released(fn, *args: Any) -> Any:
+    try:
+        return fn(*args)
+    finally:
+        # Back to the pool now, not when the stream ends: a waiting stream
+        # must hold no connection (with the pool's 4 to 8 a process has,
+        # a few streams would otherwise hold them all).
+        connection.close()
+
+
+async def _db(fn, *args: Any) -> Any:
+    """fn(*args) on a thread with a pooled connection, returned when done:
+    also when this task is cancelled meanwhile (the thread finishes fn and
+    its finally clause)."""
+    return await sync_to_async(_released)(fn, *args)
 
 
 async def _stream(session_id: int, last_seq: int) -> AsyncIterator[str]:
@@ -145,9 +190,7 @@ class _Cursor:
 
     async def catch_up(self) -> AsyncIterator[str]:
         while True:
-            rows = await sync_to_async(pushes.events_from_db)(
-                self.session_id, self.last_seq, REPLAY_BATCH
-            )
+            rows = await _db(pushes.events_from_db, self.session_id, self.last_seq, REPLAY_BATCH)
             for event in rows:
                 yield self.frame(event)
             if len(rows) < REPLAY_BATCH:

@@ -2,7 +2,7 @@
 and cancels while turns run, and the scripted approver.
 
 Runs in the campaign process, through the same services the desk and the
-inbound endpoint call (agents.inbound.helpdesk_webhook -> message_post,
+inbound endpoint call (api.inbound.helpdesk_webhook -> message_post,
 turn_cancel, approval_decide). Every call is under the same faults as the
 workers: Redis may be down when a service enqueues `advance` after its
 commit, which then raises although the change is durable; the sweeper is
@@ -27,9 +27,9 @@ from django.conf import settings
 from django.utils import timezone
 
 from agents.errors import Conflict, Forbidden
-from agents.inbound import helpdesk_webhook, sign
 from agents.models import Session, Turn
 from agents.services import turn_cancel
+from api.inbound import helpdesk_webhook, sign
 from approvals.models import Approval
 from approvals.services import approval_decide
 from bench.chaos.workload import Ticket

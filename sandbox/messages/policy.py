@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandbox.messages import scripted, wording
+from sandbox.messages import codemode, scripted, wording
 from sandbox.messages.rules import (
     EMAIL_RE,
     ESCALATE_RE,
@@ -66,6 +66,8 @@ class Reply:
 
 def decide(turn: Turn) -> Reply:
     if (reply := scripted.decide(turn)) is not None:  # [[call:...]] directives
+        return reply
+    if (reply := codemode.decide(turn)) is not None:  # the request offers run_code
         return reply
     if (stopped := _stop_probe(turn)) is not None:
         return stopped

@@ -13,8 +13,8 @@ from django.conf import settings
 from django.db import connection
 from django.test import Client
 
-from agents.inbound import sign
 from agents.models import Event, Message, Session, ToolCall, Turn
+from api.inbound import sign
 from tests.processes import wait_for
 
 

@@ -15,7 +15,7 @@ import pytest
 from django.db import connections
 from django.test import Client
 
-from tests.processes import Proc
+from tests.processes import STARTUP_S, Proc
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -68,7 +68,7 @@ def daphne(stack_env: dict[str, str], run_dir: Path) -> Iterator[Web]:
     args = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", "0", "config.asgi:application"]
     proc = Proc("daphne", args, env, run_dir / f"daphne-{time.monotonic_ns()}.log")
     try:
-        match = proc.wait_for_log(r"Listening on TCP address (127\.0\.0\.1:\d+)")
+        match = proc.wait_for_log(r"Listening on TCP address (127\.0\.0\.1:\d+)", timeout=STARTUP_S)
         yield Web(proc, f"http://{match.group(1)}")
     finally:
         proc.stop()

@@ -21,7 +21,7 @@ import pytest
 from django.conf import settings
 
 from tests.deploy import image as img
-from tests.processes import wait_for
+from tests.processes import STARTUP_S, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -149,7 +149,11 @@ def test_the_image_checks_migrates_serves_and_runs_a_worker(tmp_path, throwaway_
     web = Started(web_args, image.app, process_env("web"), tmp_path / "web.log")
     worker = None
     try:
-        port = int(web.wait_for_log(r"Listening on TCP address 127\.0\.0\.1:(\d+)").group(1))
+        port = int(
+            web.wait_for_log(
+                r"Listening on TCP address 127\.0\.0\.1:(\d+)", timeout=STARTUP_S
+            ).group(1)
+        )
         # What the proxy in front sends, and the compose healthcheck asks.
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
         conn.request("GET", "/login/", headers={"X-Forwarded-Proto": "https"})
@@ -173,7 +177,7 @@ def test_the_image_checks_migrates_serves_and_runs_a_worker(tmp_path, throwaway_
         worker = Started(
             command("worker"), image.app, process_env("worker"), tmp_path / "worker.log"
         )
-        worker.wait_for_log(r"\bready\.")
+        worker.wait_for_log(r"\bready\.", timeout=STARTUP_S)
         # The worker counts into the volume web reads /metrics from; the token
         # compose requires is asked for.
         assert any(p.name.startswith("counter_") for p in (tmp_path / "metrics").iterdir())

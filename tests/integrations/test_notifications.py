@@ -22,7 +22,7 @@ from django.utils import timezone
 from approvals.models import Approval
 from integrations.models import Notification
 from tests.dashboard import factories
-from tests.processes import Proc, wait_for
+from tests.processes import STARTUP_S, Proc, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -80,7 +80,7 @@ def desk(stack_env, desk_port, run_dir) -> Iterator[str]:
     args = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(desk_port)]
     proc = Proc("daphne", [*args, "config.asgi:application"], env, run_dir / f"d-{time.time()}.log")
     try:
-        proc.wait_for_log(r"Listening on TCP address")
+        proc.wait_for_log(r"Listening on TCP address", timeout=STARTUP_S)
         yield f"http://127.0.0.1:{desk_port}"
     finally:
         proc.stop()

@@ -5,7 +5,7 @@ where v1 = HMAC-SHA256(secret, f"{t}.{raw body}"). A call that is unsigned,
 wrongly signed or older than the tolerance is refused and changes nothing.
 
 A sender retries when it lost our answer, so a replay of an event id
-already accepted is answered with the first answer (agents/api.py keeps it
+already accepted is answered with the first answer (api/views.py keeps it
 as the event id's idempotency key) and does nothing twice; the
 InboundDelivery row, written in the same transaction as the turn, is the
 second guard.

@@ -8,8 +8,8 @@ import time
 import pytest
 from django.conf import settings
 
-from agents.inbound import sign
 from agents.models import InboundDelivery, Session, Turn
+from api.inbound import sign
 
 pytestmark = pytest.mark.django_db
 

@@ -16,10 +16,10 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from agents.errors import Invalid, ServiceError
-from agents.inbound import helpdesk_webhook, verified_event_id
 from agents.models import Session, Turn
 from agents.services import message_post
 from api import idempotency, ratelimit, tokens
+from api.inbound import helpdesk_webhook, verified_event_id
 from api.writes import audit
 
 
