@@ -199,13 +199,23 @@ def _tool_step(claimed: Claimed, profile: Profile, call: CallState) -> Stop | No
     try:
         _record(claimed, call, outcome, ms=_ms(started), reissued=reissued)
     except store.LostClaim:  # what we learned is evidence for whoever decides the call now
-        store.note_late_outcome(
-            claimed,
-            call,
-            status=outcome.status,
-            content=outcome.content,
-            external_id=outcome.external_id,
-        )
+        try:
+            store.note_late_outcome(
+                claimed,
+                call,
+                status=outcome.status,
+                content=outcome.content,
+                external_id=outcome.external_id,
+            )
+        except Exception:  # the database away too: the log keeps it
+            log.warning(
+                "session %s: %s ended %s after the claim was lost; could not note it: %s",
+                claimed.session_id,
+                call.name,
+                outcome.status,
+                outcome.content[:500],
+                exc_info=True,
+            )
         raise
     step.end(outcome.status)
     return None

@@ -4,7 +4,7 @@ A real worker reaches the test database through a TCP proxy of the test's
 own (bench/chaos/proxy.py). With 20 sessions mid-turn at 2 s a model call,
 the proxy resets every connection of the worker (its pool and its liveness
 lock: as when every backend is terminated) and refuses new ones until the
-worker has noticed; then it heals. Records that failed on the lost
+worker has met the cut; then it heals. Records that failed on the lost
 connection are made again on a new one while their fence holds, the worker
 keeps its liveness key, and so every model call the sandbox answered is
 recorded once: none is paid twice.
@@ -49,7 +49,11 @@ def test_every_connection_reset_mid_turn_pays_no_model_call_twice(sandbox, worke
             what="a model reply per session on record (every session mid-turn)",
         )
         proxy.cut()
-        worker.wait_for_log(r"liveness connection lost", timeout=30)
+        # Healed once the worker has met the cut (a failed connect or record).
+        worker.wait_for_log(
+            r"error connecting in 'pool|record lost its connection|liveness connection lost",
+            timeout=60,
+        )
         proxy.heal()
 
         turns = wait_for(lambda: _finished(sessions), timeout=180, what="every turn to end")
