@@ -89,9 +89,13 @@ class Proxy:
 
 
 def _reset(sock: socket.socket) -> None:
-    """Close with RST (linger 0), as a peer that vanished does."""
+    """Close with RST (linger 0), as a peer that vanished does. shutdown()
+    first: a bare close() from another thread does not wake a pump blocked
+    in recv() on the socket, which then stays open, silently forwarding
+    nothing (a black hole, not a reset)."""
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.shutdown(socket.SHUT_RDWR)
     except OSError:
         pass
     try:

@@ -33,15 +33,6 @@ def _finished(sessions: list[Session]) -> list[Turn] | None:
     return turns if len(turns) == len(sessions) else None
 
 
-@pytest.mark.xfail(
-    reason=(
-        "open (issue 26, case 6): after the proxy resets every connection of the worker, its "
-        "Django psycopg pool hands out no connection for 30 s and more although the proxy is "
-        "healed (no reconnect attempt is logged; the liveness lock is taken again at once), "
-        "so turns stall; records time out in getconn before record_retrying can retry"
-    ),
-    strict=False,
-)
 def test_every_connection_reset_mid_turn_pays_no_model_call_twice(sandbox, workers):
     url = urlsplit(workers.env["DATABASE_URL"])
     proxy = Proxy((url.hostname or "127.0.0.1", url.port or 5432)).start()
