@@ -462,10 +462,13 @@ def start_app(sup: Supervisor, env: dict[str, str], web_port: int, sandbox: tupl
         env,
     )
     sup.wait_until("the sandbox", lambda: port_accepts(sb_port, sb_host))
+    # One Daphne process per core (at most 4; AGENTDESK_WEB_PROCESSES) on one
+    # socket (config/web.py): webhooks, the API and the desk's writes are not
+    # queued behind one interpreter. README "Sizing".
     sup.service(
         "web",
-        [PY, "-m", "daphne", "-b", HOST, "-p", str(web_port)]
-        + ["--access-log", str(LOGS / "web-access.log"), "config.asgi:application"],
+        [PY, "-m", "config.web", "--host", HOST, "--port", str(web_port)]
+        + ["--access-log", str(LOGS / "web-access.log")],
         env,
     )
     sup.wait_until("web", lambda: port_accepts(web_port))

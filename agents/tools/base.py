@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, Protocol
 
 import jsonschema
 from django.db import models
@@ -31,12 +31,87 @@ class Kind(models.TextChoices):
     NOT_IDEMPOTENT = "not_idempotent"
 
 
+# What a gated action is (agents/gate.py::Action.kind).
+ActionKind = Literal["tool_call", "host_call", "browser", "external"]
+Decision = Literal["run", "wait", "refuse"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    decision: Decision
+    policy: str = ""  # a stable name, shown to approvers and stored on the approval
+    detail: str = ""  # why, in words
+
+    @property
+    def runs(self) -> bool:
+        return self.decision == "run"
+
+    @property
+    def waits(self) -> bool:
+        return self.decision == "wait"
+
+    @property
+    def refused(self) -> bool:
+        return self.decision == "refuse"
+
+
+@dataclass(frozen=True)
+class InnerStep:
+    """One inner step of a running call, as recorded."""
+
+    n: int
+    name: str
+    status: str  # a ToolCall status: running, waiting_for_approval, approved, denied, ...
+    input: dict[str, Any]  # effective: an approver's edit applied
+    output: str = ""
+    is_error: bool = False
+    reason: str = ""  # a denial's (or an expiry's) words, for the tool to raise with
+    snapshot: bytes | None = None
+    key: str = ""  # its idempotency key: <session key>:<tool_use_id>:<n>
+
+
+class Steps(Protocol):
+    """What the runtime hands a running call for its inner steps."""
+
+    def gate(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        kind: ActionKind = "host_call",
+        tool_kind: Kind | None = None,
+        side_effect: bool = False,
+    ) -> Verdict: ...
+
+    def log(self) -> list[InnerStep]: ...
+
+    def begin(
+        self, n: int, name: str, arguments: dict[str, Any], *, tool_kind: Kind | None
+    ) -> str: ...
+
+    def end(
+        self,
+        n: int,
+        *,
+        status: str,
+        output: str,
+        is_error: bool = False,
+        snapshot: bytes | None = None,
+    ) -> None: ...
+
+
 @dataclass(frozen=True)
 class ToolContext:
     session_key: str
     idempotency_key: str
     attempt: int
     context: dict[str, Any] = field(default_factory=dict)
+    # Set by the engine for a call it runs: the call's tool_use_id and row,
+    # and its inner steps' durable log (agents/gate.py::Steps; None for a
+    # tool called outside the engine, which then has no inner steps).
+    tool_use_id: str = ""
+    call_id: int | None = None
+    steps: Steps | None = None
 
     @property
     def ticket_id(self) -> str | None:
@@ -91,6 +166,11 @@ class Tool:
     kind: Kind
     run: Callable[[ToolContext, dict[str, Any]], ToolOutput]
     timeout_s: float = 15.0
+    # The tool asks the gate for each of its own inner actions while it runs
+    # (ToolContext.steps.gate; Code Mode, the browser), so the engine does
+    # not gate the call itself at triage, and a call its dead worker left
+    # running is run again: the tool judges its inner steps from steps.log().
+    gated_inside: bool = False
 
     def schema_for_model(self) -> dict[str, Any]:
         return {

@@ -73,7 +73,7 @@ class Run:
             "worker": "worker",
             "redis": "redis-server",
             "sandbox": "sandbox",
-            "web": "daphne",
+            "web": "config.web",
             "beat": " beat",
         }
         for proc in psutil.Process(self.popen.pid).children():
