@@ -3,7 +3,12 @@
 import os
 
 from celery import Celery
-from celery.signals import worker_ready, worker_shutdown
+from celery.signals import (
+    after_setup_logger,
+    after_setup_task_logger,
+    worker_ready,
+    worker_shutdown,
+)
 
 from config import broker
 
@@ -14,6 +19,15 @@ app = Celery("agentdesk")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.steps["consumer"].add(broker.BrokerWatch)  # logs and counts losses of the broker
 app.autodiscover_tasks()
+
+
+@after_setup_logger.connect
+@after_setup_task_logger.connect
+def _redact_celery_handlers(logger=None, **_: object) -> None:
+    """Celery installs its own handlers (the plain format): they redact too."""
+    from agents.observability import redact
+
+    redact.install(logger)
 
 
 @worker_ready.connect
