@@ -9,6 +9,13 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 
+# Chromium for agents' browser sessions (capabilities/browser/), the same
+# Debian package the tests drive.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends chromium fonts-dejavu-core \
+    && rm -rf /var/lib/apt/lists/*
+ENV AGENTDESK_BROWSER_EXECUTABLE=/usr/bin/chromium
+
 # Dependencies first, from the lock file, so code changes reuse this layer.
 COPY requirements.lock ./
 RUN pip install -r requirements.lock

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +28,7 @@ from django.db import connection, transaction
 from agents.errors import Forbidden, Invalid
 from agents.models import InboundDelivery, Turn
 from agents.services import message_post
+from api import inbound_checks
 
 
 def sign(secret: str, body: bytes, timestamp: int) -> str:
@@ -66,8 +66,8 @@ def delivery_verified(*, body: bytes, signature: str) -> Delivery:
     """The delivery, once its signature holds (else Forbidden) and its body
     is a webhook we take (else Invalid). The only place either is checked."""
     verify(settings.AGENTDESK_WEBHOOK_SECRET, signature, body)
+    payload = inbound_checks.parsed(body)  # hostile values: Invalid, not a 500
     try:
-        payload = json.loads(body)
         event_id, kind, ticket = payload["id"], payload["type"], payload["ticket"]
         ticket["id"]  # noqa: B018 (a ticket without an id is malformed)
         message = payload.get("message") or {}
@@ -100,7 +100,7 @@ def helpdesk_accept(delivery: Delivery) -> Turn | None:
             text=_ticket_text(delivery.kind, ticket, delivery.message),
             trigger=Turn.Trigger.CUSTOMER,
             title=str(ticket.get("subject", ""))[:300],
-            customer=str(ticket.get("customer_email", "")),
+            customer=str(ticket.get("customer_email", ""))[:200],
             context=_context(ticket),
             likely_new=delivery.kind == "ticket.created",
         )

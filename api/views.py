@@ -19,7 +19,7 @@ from django.views.decorators.http import require_POST
 from agents.errors import Invalid, ServiceError
 from agents.models import Session, Turn
 from agents.services import message_post
-from api import idempotency, ratelimit, tokens
+from api import idempotency, inbound_checks, ratelimit, tokens
 from api.inbound import delivery_verified, helpdesk_accept
 from api.writes import audit
 
@@ -60,6 +60,9 @@ def inbound_helpdesk(request: HttpRequest) -> JsonResponse:
                     response=response,
                 )
                 return response
+    except Invalid as exc:  # signed, but not a delivery we can take: an admin sees it
+        inbound_checks.record_refusal(body=request.body, reason=exc.message, request=request)
+        return _error(exc)
     except ServiceError as exc:
         return _error(exc)
     first = idempotency.replay(owner=WEBHOOK_OWNER, key=delivery.event_id, fingerprint=fingerprint)

@@ -95,6 +95,9 @@ class Command(BaseCommand):
             self.stdout.write(f"  {username:<10} {password:<16} {group}")
         if tickets > 0:
             self.stdout.write(demo_tickets_open(sandbox_url=settings.SANDBOX_URL, count=tickets))
+            from capabilities.browser.demo import parcel_ticket_open
+
+            self.stdout.write(parcel_ticket_open(sandbox_url=settings.SANDBOX_URL))
 
 
 @transaction.atomic
