@@ -35,4 +35,4 @@ RUN pip install --no-deps -e . \
 VOLUME ["/data"]
 USER app
 EXPOSE 8000 8100
-CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "config.asgi:application"]
+CMD ["python", "-m", "config.web", "--host", "0.0.0.0", "--port", "8000"]
