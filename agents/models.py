@@ -353,6 +353,23 @@ class ToolCall(models.Model):
     created_at = models.DateTimeField()
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # An inner step of a running call (a Code Mode host call, a browser
+    # action; agents/gate.py, runtime/steps.py): `parent` is the outer call,
+    # `step` its number n, tool_use_id `<outer tool_use_id>:<n>` (so the key
+    # is `<session key>:<tool_use_id>:<n>`). It has no transcript row of its
+    # own: the outer call's result is the model's. `snapshot` is the tool's
+    # state after the step (a program's, a browser's), recorded with it.
+    parent = models.ForeignKey(  # no database constraint: see NO_FK_CHECK
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="inner_steps",
+        db_constraint=False,
+        db_index=False,  # found by (session, tool_use_id) prefix or by parent in a turn
+    )
+    step = models.PositiveIntegerField(null=True, blank=True)
+    snapshot = models.BinaryField(null=True, blank=True)
 
     class Meta:
         constraints = [

@@ -42,8 +42,11 @@ TOOL_MOVES: dict[str, frozenset[str]] = {
     C.WAITING_SUBAGENT: frozenset({C.SUCCEEDED, C.FAILED, C.CANCELED}),
     # ...denied when its approval lapsed before it could start (approvals.services).
     C.APPROVED: frozenset({C.RUNNING, C.CANCELED, C.DENIED}),
-    # ...and a running delegate call parks on its child.
-    C.RUNNING: frozenset({C.SUCCEEDED, C.FAILED, C.IN_DOUBT, C.RUNNING, C.WAITING_SUBAGENT}),
+    # ...a running delegate call parks on its child, and a call that gates
+    # inside (Code Mode, the browser) waits on an inner step's approval.
+    C.RUNNING: frozenset(
+        {C.SUCCEEDED, C.FAILED, C.IN_DOUBT, C.RUNNING, C.WAITING_SUBAGENT, C.WAITING}
+    ),
     # A human resolves an in-doubt call: retry it (approved), or say what happened.
     C.IN_DOUBT: frozenset({C.APPROVED, C.SUCCEEDED, C.FAILED, C.CANCELED}),
 }

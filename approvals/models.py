@@ -59,6 +59,10 @@ class Approval(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     assigned_at = models.DateTimeField(null=True, blank=True)
+    # What the card shows besides the arguments, for an inner step of a
+    # running call (agents/gate.py::NeedsApproval): a program's source and its
+    # calls so far, a screenshot and the form's fields. Bounded by the raiser.
+    preview = models.JSONField(null=True, blank=True)
 
     class Meta:
         constraints = [

@@ -46,6 +46,38 @@ C = ToolCall.Status
 A = Approval.Status
 
 
+def approval_request(
+    *,
+    tool_call: ToolCall,
+    policy: str,
+    detail: str,
+    requested_by_id: int | None,
+    preview: dict[str, Any] | None = None,
+    reasoning: str = "",
+) -> int:
+    """The approval row for a call the gate said must wait, written in the
+    caller's transaction (the runtime's, under the session lock: an inner
+    step of a running call, agents/runtime/store/steps.py; or an external
+    agent's request, api/external.py); returns its id. The caller writes
+    `approval.requested`."""
+    now = timezone.now()
+    approval = Approval.objects.create(
+        tool_call=tool_call,
+        session_id=tool_call.session_id,
+        turn_id=tool_call.turn_id,
+        policy=policy,
+        policy_detail=detail[:300],
+        tool_name=tool_call.name,
+        arguments=tool_call.input,
+        arguments_hash=arguments_hash(tool_call.input),
+        reasoning=reasoning,
+        requested_by_id=requested_by_id,
+        expires_at=now + timedelta(seconds=settings.AGENTDESK_APPROVAL_TTL_S),
+        preview=preview or None,
+    )
+    return approval.id
+
+
 def approval_terms(approval: Approval, edited: dict[str, Any] | None = None) -> Terms:
     """Who may decide `approval` and how many must, with `edited` arguments."""
     declared = who_decides.declared_terms(approval.session.profile, approval.tool_name)
@@ -234,6 +266,8 @@ def _checked_edit(approval: Approval, edited: dict[str, Any] | None) -> dict[str
     if edited is None or arguments_hash(edited) == approval.effective_hash:
         return None
     tool = get_profile(approval.session.profile).tool(approval.tool_name)
+    if tool is None and approval.tool_call.parent_id is not None:
+        return edited  # an inner step: the tool that asked holds it to its own rules
     if tool is not None:  # the approver's edit is held to the model's rules
         edited = tool.normalize(edited)
     problem = tool.validate(edited) if tool else "the tool is no longer offered"
@@ -326,6 +360,7 @@ def _finish(
     )
     _record_decision(approval, user, client_address)
     observe.approval_decided(approval, runtime.session.key)  # on commit
+    _wake_parent(call)
     resume_if_unblocked(runtime, approval.turn_id, specs, who)
 
 
@@ -357,6 +392,17 @@ def _record_decision(
 
 def _close_call(call: ToolCall, status: str, note: str) -> None:
     toolcall_move(call, status, output=note, is_error=True, finished_at=timezone.now())
+
+
+def _wake_parent(call: ToolCall) -> None:
+    """A decided inner step (agents/gate.py): its outer call, parked on it,
+    is runnable again (`approved`: a person's answer is in); the runtime runs
+    the tool again, which reads the decision in its steps' log."""
+    if call.parent_id is None:
+        return
+    parent = ToolCall.objects.select_for_update().get(pk=call.parent_id)
+    if parent.status == C.WAITING:
+        toolcall_move(parent, C.APPROVED)
 
 
 # --- Bulk -------------------------------------------------------------------------------
@@ -504,6 +550,7 @@ def _expire(
     _record_decision(approval, None, None)
     observe.approval_decided(approval, runtime.session.key)  # on commit
     _close_call(call, C.DENIED, note)
+    _wake_parent(call)
     resume_if_unblocked(runtime, approval.turn_id, specs, "system")
 
 

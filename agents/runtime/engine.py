@@ -36,6 +36,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from agents import budgets
+from agents.gate import Action, Verdict
 from agents.llm import get_model_client
 from agents.llm.base import ModelAborted, ModelReply, ModelRequest, ModelUnavailable
 from agents.models import ToolCall
@@ -43,12 +44,14 @@ from agents.observability import observe
 from agents.runtime import cancel, dispatch, hooks, live, memory, ownership, store, tooling
 from agents.runtime.ownership import Owner
 from agents.runtime.state import CallState, Claimed
+from agents.runtime.steps import CallSteps
 from agents.runtime.store import budget as budget_store
 from agents.runtime.store import pool
+from agents.runtime.store import steps as steps_store
 from agents.tools.base import Kind, Tool, ToolContext
 from agents.tools.profile import Profile, turn_call_names
+from agents.transitions import IllegalTransition
 from approvals.models import arguments_hash
-from approvals.policies import Requirement
 
 log = logging.getLogger(__name__)
 S = ToolCall.Status
@@ -164,13 +167,23 @@ def _tool_step(claimed: Claimed, profile: Profile, call: CallState) -> Stop | No
         return None
     reissued = call.id in claimed.in_flight_at_claim
     claimed.in_flight_at_claim.discard(call.id)
-    if reissued and tool.kind == Kind.NOT_IDEMPOTENT:
+    # A tool that gates inside judges its own inner steps (agents/gate.py):
+    # it is run again and resumes from its log.
+    if reissued and tool.kind == Kind.NOT_IDEMPOTENT and not tool.gated_inside:
         note = "The worker running this call died mid-call; it may or may not have happened."
         store.mark_in_doubt(claimed, call, note)
         return Stop.PARKED
     if reissued:  # read-only or idempotent by key: safe to send again, same key
         store.mark_reissued(claimed, call)
-    context = ToolContext(claimed.key, call.idempotency_key, call.attempts, claimed.context)
+    context = ToolContext(
+        claimed.key,
+        call.idempotency_key,
+        call.attempts,
+        claimed.context,
+        tool_use_id=call.tool_use_id,
+        call_id=call.id,
+        steps=CallSteps(claimed, call, profile),
+    )
     started = time.monotonic()
     step = observe.tool_step(claimed, call)  # metrics, span, log context
     pool.give_back()  # the call may take seconds: hold no connection meanwhile
@@ -178,6 +191,9 @@ def _tool_step(claimed: Claimed, profile: Profile, call: CallState) -> Stop | No
     if outcome.status == S.WAITING_SUBAGENT:  # handed to a sub-agent: park until it answers
         step.end(outcome.status)
         return Stop.PARKED if hooks.call_waiting(claimed, call) else None
+    if outcome.asked is not None:  # an inner step waits for a person
+        step.end(outcome.status)
+        return _park_on_inner_step(claimed, call, outcome)
     if outcome.status == S.IN_DOUBT:
         store.mark_in_doubt(claimed, call, outcome.content)
         step.end(outcome.status)
@@ -185,6 +201,16 @@ def _tool_step(claimed: Claimed, profile: Profile, call: CallState) -> Stop | No
     _record(claimed, call, outcome, ms=_ms(started), reissued=reissued)
     step.end(outcome.status)
     return None
+
+
+def _park_on_inner_step(claimed: Claimed, call: CallState, outcome: tooling.Outcome) -> Stop | None:
+    assert outcome.asked is not None
+    try:
+        steps_store.park_on_inner_step(claimed, call, outcome.asked)
+    except IllegalTransition as exc:  # the tool asked again about a step already on record
+        _record(claimed, call, tooling.Outcome(S.FAILED, f"Error: {exc}", is_error=True))
+        return None
+    return Stop.PARKED
 
 
 def _record(
@@ -380,13 +406,16 @@ def _triage_calls(
         elif over := profile.over_budget(name, earlier):
             status, output = S.FAILED, f"Error: refused by policy ({over})"
             refusals.append(_refusal(block, profile, over))
-        elif requirement := _requirement(claimed, profile, tool, name, arguments):
+        elif (verdict := _gate(claimed, profile, tool, arguments)).refused:
+            status, output = S.FAILED, f"Error: refused by policy ({verdict.detail})"
+            refusals.append(_refusal(block, profile, verdict.detail))
+        elif verdict.waits:
             status = S.WAITING
             approvals.append(
                 {
                     "tool_use_id": block["id"],
-                    "policy": requirement.policy,
-                    "detail": requirement.detail,
+                    "policy": verdict.policy,
+                    "detail": verdict.detail,
                     "tool_name": name,
                     "arguments": arguments,
                     "arguments_hash": arguments_hash(arguments),
@@ -411,20 +440,22 @@ def _triage_calls(
     return calls, approvals, refusals
 
 
-def _requirement(
-    claimed: Claimed, profile: Profile, tool: Tool, name: str, arguments: dict[str, Any]
-) -> Requirement | None:
-    """The approval a call needs: the profile's rule or the built-in policies,
-    and in a fork every call that changes something. A fork acts on the same
-    helpdesk, payments and customers as its original, under a new key (so new
-    idempotency keys): an investigation must not refund or reply by accident,
-    and a retry goes ahead once a person says so."""
-    requirement = profile.requirement(name, arguments)
-    forked_from = claimed.context.get("forked_from")
-    if requirement is None and forked_from and tool.kind != Kind.READ_ONLY:
-        detail = f"This session is a fork of {forked_from}; its side effects are real"
-        requirement = Requirement("forked_session", detail)
-    return requirement
+def _gate(claimed: Claimed, profile: Profile, tool: Tool, arguments: dict[str, Any]) -> Verdict:
+    """The gate's verdict on a plain tool call (approvals/gate.py holds the
+    rules). A tool that gates inside asks for each of its inner actions
+    itself while it runs, so its call runs."""
+    if tool.gated_inside:
+        return Verdict("run")
+    action = Action(
+        kind="tool_call",
+        session_key=claimed.key,
+        session_context=claimed.context,
+        profile=profile,
+        name=tool.name,
+        arguments=arguments,
+        tool_kind=tool.kind,
+    )
+    return hooks.gate(action)
 
 
 # --- Budgets and memory (agents/budgets.py, agents/runtime/memory.py) --------------

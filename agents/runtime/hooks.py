@@ -6,6 +6,14 @@ never a provider or a feature. A feature registers its handlers when its app
 starts (AppConfig.ready), so every process that can advance a session (a
 worker, a test, a benchmark) has them:
 
+- `gate`: the one answer to "may this action run now, must it wait for a
+  person, or is it refused" (agents/gate.py: Action -> Verdict), provided by
+  approvals/gate.py::gate_decide, which holds every rule. The engine asks it
+  at triage for a plain tool call; a tool that gates inside (Code Mode, the
+  browser) asks it for each inner action through ToolContext.steps.
+- `approval_request`: writes the approval row for a call the gate said must
+  wait, inside the runtime's transaction (under the session lock), and says
+  its id: approvals builds its own rows (approvals/services.py).
 - `profiles`: the one provider of profiles by name (capabilities/profiles.py:
   code profiles, admin rows, MCP tools, sub-agents). The engine asks it at
   every claim; it raises LookupError for an unknown name.
@@ -36,6 +44,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
+from agents.gate import Action, Verdict
 from agents.tools.profile import Profile
 
 log = logging.getLogger(__name__)
@@ -82,6 +91,8 @@ class Provider(Generic[F]):
         return self.handler(*args, **kwargs)
 
 
+gate: Provider[Callable[[Action], Verdict]] = Provider("gate")
+approval_request: Provider[Callable[..., int]] = Provider("approval_request")
 profiles: Provider[Callable[[str], Profile]] = Provider("profiles")
 call_waiting: Provider[Callable[..., bool]] = Provider("call_waiting")
 approval_lapsed: Provider[Callable[..., str | None]] = Provider("approval_lapsed")

@@ -25,9 +25,11 @@ from typing import Any
 from django.conf import settings
 
 from agents.backoff import backoff_s
+from agents.gate import NeedsApproval
 from agents.models import ToolCall
 from agents.per_process import PerProcess
 from agents.runtime.store import pool
+from agents.runtime.store.lock import LostClaim
 from agents.tools.base import (
     Kind,
     NotSent,
@@ -49,6 +51,7 @@ class Outcome:
     content: str
     is_error: bool = False
     external_id: str = ""
+    asked: NeedsApproval | None = None  # an inner step waits for a person (agents/gate.py)
 
 
 def execute(tool: Tool, ctx: ToolContext, arguments: dict[str, Any]) -> Outcome:
@@ -73,6 +76,10 @@ def execute(tool: Tool, ctx: ToolContext, arguments: dict[str, Any]) -> Outcome:
             return Outcome(S.FAILED, clean(f"Error: {exc}"), is_error=True)
         except Waiting as exc:  # handed to a sub-agent: the engine parks the turn
             return Outcome(S.WAITING_SUBAGENT, str(exc))
+        except NeedsApproval as exc:  # an inner step waits: the engine parks the call on it
+            return Outcome(S.WAITING, str(exc), asked=exc)
+        except LostClaim:  # an inner step's commit found another owner: stop, as the engine does
+            raise
         except Exception as exc:  # a bug in a connector must not kill the turn
             log.exception("tool %s raised", tool.name)
             return Outcome(S.FAILED, clean(f"Error: {tool.name} failed: {exc!r}"), is_error=True)

@@ -15,12 +15,15 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jsonschema
 from django.db import models
 
 from agents.tools import arguments as _arguments
+
+if TYPE_CHECKING:
+    from agents.gate import Steps
 
 
 class Kind(models.TextChoices):
@@ -37,6 +40,12 @@ class ToolContext:
     idempotency_key: str
     attempt: int
     context: dict[str, Any] = field(default_factory=dict)
+    # Set by the engine for a call it runs: the call's tool_use_id and row,
+    # and its inner steps' durable log (agents/gate.py::Steps; None for a
+    # tool called outside the engine, which then has no inner steps).
+    tool_use_id: str = ""
+    call_id: int | None = None
+    steps: Steps | None = None
 
     @property
     def ticket_id(self) -> str | None:
@@ -86,6 +95,11 @@ class Tool:
     kind: Kind
     run: Callable[[ToolContext, dict[str, Any]], ToolOutput]
     timeout_s: float = 15.0
+    # The tool asks the gate for each of its own inner actions while it runs
+    # (ToolContext.steps.gate; Code Mode, the browser), so the engine does
+    # not gate the call itself at triage, and a call its dead worker left
+    # running is run again: the tool judges its inner steps from steps.log().
+    gated_inside: bool = False
 
     def schema_for_model(self) -> dict[str, Any]:
         return {

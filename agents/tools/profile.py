@@ -1,24 +1,25 @@
 """A profile as the engine runs it: the tools an agent may use and the rules
-for each. Where profiles come from (code, admin rows, MCP servers, sub-agents)
-is the capabilities app's business (capabilities/profiles.py); the engine
-only reads one through the runtime's hooks.
+for each. Whether a call must wait for a person is the gate's answer
+(approvals/gate.py), which reads the rules here. Where profiles come from
+(code, admin rows, MCP servers, sub-agents) is the capabilities app's
+business (capabilities/profiles.py); the engine only reads one through the
+runtime's hooks.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from agents.tools.base import Tool
-from approvals.policies import Requirement, requirement_for
 
 
 @dataclass(frozen=True)
 class ToolRule:
     """An admin's policy for one tool of one profile (capabilities.ToolPolicy)."""
 
-    approval: str = "default"  # default | always | never
+    # default | always | never | deny: the gate reads it (approvals/gate.py)
+    approval: str = "default"
     max_calls_per_turn: int | None = None
     cost_cents: int = 0
 
@@ -36,15 +37,6 @@ class Profile:
             if tool.name == name:
                 return tool
         return None
-
-    def requirement(self, name: str, arguments: dict[str, Any]) -> Requirement | None:
-        """Whether a call needs an approver: the tool's rule, else the built-in policies."""
-        rule = self.rules.get(name)
-        if rule is not None and rule.approval == "always":
-            return Requirement("profile_policy", f"Profile {self.name} reviews every {name} call")
-        if rule is not None and rule.approval == "never":
-            return None
-        return requirement_for(name, arguments)
 
     def over_budget(self, name: str, earlier: list[str]) -> str | None:
         """Why one more call of `name` breaks a budget, given the names of the

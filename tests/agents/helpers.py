@@ -64,7 +64,7 @@ def assert_invariants(session: Session) -> None:
                 results.append(block["tool_use_id"])
     assert len(uses) == len(set(uses)), "a tool_use was recorded twice"
     assert sorted(results) == sorted(uses), f"tool_use/tool_result mismatch: {uses} {results}"
-    calls = ToolCall.objects.filter(session=session)
+    calls = ToolCall.objects.filter(session=session, parent__isnull=True)  # not inner steps
     assert sorted(c.tool_use_id for c in calls) == sorted(uses)
 
 

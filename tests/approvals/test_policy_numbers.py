@@ -16,6 +16,8 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
+from agents.gate import Action
+from approvals.gate import gate_decide
 from approvals.policies import requirement_for
 from capabilities.registry import code_profile
 
@@ -30,7 +32,16 @@ def gate(amount) -> tuple[str, dict | None]:
     arguments = tool.normalize({"order_id": ORDER, "amount_cents": amount})
     if tool.validate(arguments):
         return "refused", None
-    if profile.requirement("issue_refund", arguments) is not None:
+    action = Action(
+        kind="tool_call",
+        session_key="ticket:1",
+        session_context={},
+        profile=profile,
+        name="issue_refund",
+        arguments=arguments,
+        tool_kind=tool.kind,
+    )
+    if gate_decide(action).waits:
         return "parked", arguments
     return "runs", arguments
 

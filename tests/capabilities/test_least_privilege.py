@@ -7,7 +7,9 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
+from agents.gate import Action
 from agents.models import Event, ToolCall
+from approvals.gate import gate_decide
 from capabilities.models import PolicyChange, ToolPolicy
 from capabilities.profiles import get_profile
 from tests.agents.helpers import assert_invariants, wait_turn
@@ -132,5 +134,14 @@ def test_admin_edits_to_profiles_and_policies_are_recorded(carol):
     assert log[-1].changes == {"approval": ["default", "always"], "max_calls_per_turn": [None, 3]}
     profile = get_profile("triage2")  # what the engine now gets
     assert [t.name for t in profile.tools] == ["lookup_order"]
-    assert profile.requirement("lookup_order", {"order_id": "ORD-1"}).policy == "profile_policy"
+    action = Action(
+        kind="tool_call",
+        session_key="ticket:1",
+        session_context={},
+        profile=profile,
+        name="lookup_order",
+        arguments={"order_id": "ORD-1"},
+        tool_kind=profile.tool("lookup_order").kind,
+    )
+    assert gate_decide(action).policy == "profile_policy"
     assert client.get("/admin/capabilities/policychange/").status_code == 200

@@ -152,6 +152,9 @@ def cancel_open_calls(
         session_id=turn.session_id, turn=turn, result_position__isnull=True
     ).order_by("id")
     for call in open_calls:
+        if call.parent_id is not None:  # an inner step: no transcript row of its own
+            _close_inner_step(call, now)
+            continue
         to = call.status
         if call.status == C.RUNNING:
             # It may have left the process (a poison step): unknown, not undone.
@@ -192,6 +195,15 @@ def cancel_open_calls(
     canceled = approval_rows.cancel_pending(turn_id=turn.id, now=now)
     if canceled:
         specs.append(EventSpec("approval.canceled", {"count": canceled}, turn.id, actor))
+
+
+def _close_inner_step(call: ToolCall, now) -> None:
+    """An inner step of a call that ends with its turn: one that may have
+    left is unknown, one that never started is canceled."""
+    if call.status == C.RUNNING:
+        toolcall_move(call, C.IN_DOUBT, finished_at=now)
+    elif call.status in (C.PENDING, C.WAITING, C.APPROVED):
+        toolcall_move(call, C.CANCELED, finished_at=now)
 
 
 def fail_turn(claimed: Claimed, reason: str) -> None:

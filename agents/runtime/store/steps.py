@@ -1,0 +1,194 @@
+"""The commits of inner steps: a running call's own durable execution log
+(a Code Mode host call, a browser action), and parking a call on one.
+
+An inner step is a ToolCall row with `parent` = the outer call and `step` =
+n; its tool_use_id is `<outer tool_use_id>:<n>`, so its idempotency key is
+`<session key>:<tool_use_id>:<n>` and the session's unique index finds it.
+Like every control transition here, each write is one short transaction
+with the session's runtime row locked and the fence checked (store.lock):
+a worker whose claim was superseded gets LostClaim and writes nothing, so a
+step recorded `running` is recorded by the owner that may send it. These run
+on the tool's own thread (tooling), which borrows a connection for them and
+gives it back when the call ends.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from agents import events
+from agents.events import EventSpec
+from agents.gate import InnerStep, NeedsApproval
+from agents.models import Session, ToolCall, Turn
+from agents.runtime import hooks
+from agents.runtime.state import CallState, Claimed
+from agents.runtime.store.lock import lock_session
+from agents.transitions import IllegalTransition, session_move, toolcall_move, turn_move
+
+C = ToolCall.Status
+T = Turn.Status
+ENDED = (C.SUCCEEDED, C.FAILED)
+
+
+def inner_use_id(tool_use_id: str, n: int) -> str:
+    return f"{tool_use_id}:{n}"
+
+
+def inner_log(session_id: int, call_id: int) -> list[InnerStep]:
+    rows = ToolCall.objects.filter(session_id=session_id, parent_id=call_id).order_by("step")
+    return [_inner(row) for row in rows]
+
+
+def _inner(row: ToolCall) -> InnerStep:
+    decided_no = row.status in (C.DENIED, C.CANCELED)
+    return InnerStep(
+        n=row.step,
+        name=row.name,
+        status=row.status,
+        input=row.input,
+        output=row.output,
+        is_error=row.is_error,
+        reason=row.output if decided_no else "",
+        snapshot=bytes(row.snapshot) if row.snapshot is not None else None,
+        key=row.idempotency_key,
+    )
+
+
+def begin(
+    claimed: Claimed, call: CallState, n: int, name: str, arguments: dict[str, Any], kind: str
+) -> str:
+    """Inner step n is `running` from this commit on: the durable record that
+    it may leave the process. A first begin makes the row; a begin of a step
+    a person approved runs it with the approved (maybe edited) arguments
+    only; a begin again of a step left running (its worker died) counts a
+    new attempt under the same key."""
+    use = inner_use_id(call.tool_use_id, n)
+    now = timezone.now()
+    with transaction.atomic():
+        runtime = lock_session(claimed.session_id, claimed.fence)
+        row = _row(claimed, use)
+        if row is None:
+            row = _new_row(claimed, call, n, use, name, arguments, kind, C.RUNNING)
+            row.attempts, row.started_at = 1, now
+            row.save()
+        else:
+            if row.status == C.APPROVED and row.input != arguments:
+                raise ValueError(f"inner step {n} was approved with other arguments")
+            toolcall_move(row, C.RUNNING, attempts=row.attempts + 1, started_at=now)
+        data = {"tool_use_id": call.tool_use_id, "step": n, "name": name}
+        data["attempt"] = row.attempts
+        events.append(runtime, [EventSpec("tool.step_began", data, claimed.turn_id, claimed.owner)])
+    return row.idempotency_key
+
+
+def end(
+    claimed: Claimed,
+    call: CallState,
+    n: int,
+    *,
+    status: str,
+    output: str,
+    is_error: bool,
+    snapshot: bytes | None,
+) -> None:
+    """Inner step n's result, and the tool's state after it, in one commit."""
+    if status not in ENDED:
+        raise ValueError(f"an inner step ends succeeded or failed, not {status}")
+    with transaction.atomic():
+        runtime = lock_session(claimed.session_id, claimed.fence)
+        row = _row(claimed, inner_use_id(call.tool_use_id, n))
+        if row is None:
+            raise IllegalTransition(f"inner step {n}", "absent", status)
+        toolcall_move(
+            row,
+            status,
+            output=output,
+            is_error=is_error,
+            snapshot=snapshot,
+            finished_at=timezone.now(),
+        )
+        data = {"tool_use_id": call.tool_use_id, "step": n, "name": row.name, "status": status}
+        events.append(runtime, [EventSpec("tool.step_ended", data, claimed.turn_id, claimed.owner)])
+
+
+def park_on_inner_step(claimed: Claimed, call: CallState, asked: NeedsApproval) -> None:
+    """A running call's inner step must wait for a person: in one commit,
+    the step (`waiting_for_approval`, its exact arguments), its approval row
+    (built by the approvals app, through hooks.approval_request, with the
+    preview), the outer call and the turn waiting, `approval.requested`;
+    then the session is let go (parked). A decision moves the step, makes
+    the outer call runnable again and re-enqueues (approvals/services.py)."""
+    use = inner_use_id(call.tool_use_id, asked.step)
+    kind = asked.tool_kind.value if asked.tool_kind is not None else ""
+    with transaction.atomic():
+        runtime = lock_session(claimed.session_id, claimed.fence)
+        if _row(claimed, use) is not None:
+            raise IllegalTransition(f"inner step {asked.step}", "already recorded", C.WAITING)
+        row = _new_row(claimed, call, asked.step, use, asked.name, asked.arguments, kind, C.WAITING)
+        row.save()
+        approval_id = hooks.approval_request(
+            tool_call=row,
+            policy=asked.verdict.policy,
+            detail=asked.verdict.detail,
+            requested_by_id=claimed.started_by_id,
+            preview=asked.preview,
+        )
+        outer = ToolCall.objects.select_for_update().get(pk=call.id)
+        toolcall_move(outer, C.WAITING)
+        turn = Turn.objects.get(pk=claimed.turn_id)
+        turn_move(turn, T.WAITING)
+        session_move(runtime.session, Session.Status.WAITING)
+        runtime.owner = ""
+        runtime.save(update_fields=["owner", "updated_at"])
+        data = {"tool_use_id": use, "policy": asked.verdict.policy, "approval_id": approval_id}
+        data.update(parent_tool_use_id=call.tool_use_id, step=asked.step)
+        waiting = {"tool_use_ids": [call.tool_use_id]}
+        events.append(
+            runtime,
+            [
+                EventSpec("approval.requested", data, claimed.turn_id, claimed.owner),
+                EventSpec("turn.waiting", waiting, claimed.turn_id, claimed.owner),
+            ],
+        )
+    call.status = C.WAITING
+
+
+def _row(claimed: Claimed, tool_use_id: str) -> ToolCall | None:
+    # Through the session's unique index; locked: the row we check is the row we write.
+    return (
+        ToolCall.objects.select_for_update()
+        .filter(session_id=claimed.session_id, tool_use_id=tool_use_id)
+        .first()
+    )
+
+
+def _new_row(
+    claimed: Claimed,
+    call: CallState,
+    n: int,
+    use: str,
+    name: str,
+    arguments: dict[str, Any],
+    kind: str,
+    status: str,
+) -> ToolCall:
+    outer_position = (
+        ToolCall.objects.filter(pk=call.id).values_list("message_position", flat=True).get()
+    )
+    return ToolCall(
+        session_id=claimed.session_id,
+        turn_id=claimed.turn_id,
+        tool_use_id=use,
+        idempotency_key=f"{claimed.key}:{use}",
+        name=name,
+        kind=kind,
+        status=status,
+        input=arguments,
+        message_position=outer_position,
+        created_at=timezone.now(),
+        parent_id=call.id,
+        step=n,
+    )
