@@ -17,20 +17,30 @@ that build on agents can all name these types.
   parks the call on it (store.park_on_inner_step) and runs the tool again
   once a person has decided; the tool reads the decision in `steps.log()`.
 - `InnerStep` and `Steps`: the durable execution log of a running call, as
-  the tool sees it (ToolContext.steps; the runtime's is runtime/steps.py).
+  the tool sees it (ToolContext.steps; declared with the tool protocol in
+  agents/tools/base.py; the runtime's is runtime/steps.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any
 
-if TYPE_CHECKING:
-    from agents.tools.base import Kind
-    from agents.tools.profile import Profile
+# The tool protocol's side of it (what a running call sees), re-exported here.
+from agents.tools.base import ActionKind, Decision, InnerStep, Kind, Steps, Verdict
+from agents.tools.profile import Profile
 
-ActionKind = Literal["tool_call", "host_call", "browser", "external"]
-Decision = Literal["run", "wait", "refuse"]
+__all__ = [
+    "RUN",
+    "Action",
+    "ActionKind",
+    "Decision",
+    "InnerStep",
+    "NeedsApproval",
+    "Steps",
+    "Verdict",
+]
+
 
 # A raiser keeps its preview at most this big (JSON text), so an approval row
 # stays a row: a program's source and calls so far, a screenshot, the form.
@@ -47,25 +57,6 @@ class Action:
     arguments: dict[str, Any]  # exact: what runs if it runs
     tool_kind: Kind | None = None
     side_effect: bool = False  # the profile (or the tool) marks it so, e.g. a submit
-
-
-@dataclass(frozen=True)
-class Verdict:
-    decision: Decision
-    policy: str = ""  # a stable name, shown to approvers and stored on the approval
-    detail: str = ""  # why, in words
-
-    @property
-    def runs(self) -> bool:
-        return self.decision == "run"
-
-    @property
-    def waits(self) -> bool:
-        return self.decision == "wait"
-
-    @property
-    def refused(self) -> bool:
-        return self.decision == "refuse"
 
 
 RUN = Verdict("run")
@@ -87,48 +78,3 @@ class NeedsApproval(Exception):
         super().__init__(f"step {step} ({name}) waits for approval: {verdict.detail}")
         self.step, self.name, self.arguments = step, name, arguments
         self.verdict, self.preview, self.tool_kind = verdict, preview or {}, tool_kind
-
-
-@dataclass(frozen=True)
-class InnerStep:
-    """One inner step of a running call, as recorded."""
-
-    n: int
-    name: str
-    status: str  # a ToolCall status: running, waiting_for_approval, approved, denied, ...
-    input: dict[str, Any]  # effective: an approver's edit applied
-    output: str = ""
-    is_error: bool = False
-    reason: str = ""  # a denial's (or an expiry's) words, for the tool to raise with
-    snapshot: bytes | None = None
-    key: str = ""  # its idempotency key: <session key>:<tool_use_id>:<n>
-
-
-class Steps(Protocol):
-    """What the runtime hands a running call for its inner steps."""
-
-    def gate(
-        self,
-        name: str,
-        arguments: dict[str, Any],
-        *,
-        kind: ActionKind = "host_call",
-        tool_kind: Kind | None = None,
-        side_effect: bool = False,
-    ) -> Verdict: ...
-
-    def log(self) -> list[InnerStep]: ...
-
-    def begin(
-        self, n: int, name: str, arguments: dict[str, Any], *, tool_kind: Kind | None
-    ) -> str: ...
-
-    def end(
-        self,
-        n: int,
-        *,
-        status: str,
-        output: str,
-        is_error: bool = False,
-        snapshot: bytes | None = None,
-    ) -> None: ...

@@ -15,15 +15,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal, Protocol
 
 import jsonschema
 from django.db import models
 
 from agents.tools import arguments as _arguments
-
-if TYPE_CHECKING:
-    from agents.gate import Steps
 
 
 class Kind(models.TextChoices):
@@ -32,6 +29,75 @@ class Kind(models.TextChoices):
     READ_ONLY = "read_only"
     IDEMPOTENT_BY_KEY = "idempotent_by_key"
     NOT_IDEMPOTENT = "not_idempotent"
+
+
+# What a gated action is (agents/gate.py::Action.kind).
+ActionKind = Literal["tool_call", "host_call", "browser", "external"]
+Decision = Literal["run", "wait", "refuse"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    decision: Decision
+    policy: str = ""  # a stable name, shown to approvers and stored on the approval
+    detail: str = ""  # why, in words
+
+    @property
+    def runs(self) -> bool:
+        return self.decision == "run"
+
+    @property
+    def waits(self) -> bool:
+        return self.decision == "wait"
+
+    @property
+    def refused(self) -> bool:
+        return self.decision == "refuse"
+
+
+@dataclass(frozen=True)
+class InnerStep:
+    """One inner step of a running call, as recorded."""
+
+    n: int
+    name: str
+    status: str  # a ToolCall status: running, waiting_for_approval, approved, denied, ...
+    input: dict[str, Any]  # effective: an approver's edit applied
+    output: str = ""
+    is_error: bool = False
+    reason: str = ""  # a denial's (or an expiry's) words, for the tool to raise with
+    snapshot: bytes | None = None
+    key: str = ""  # its idempotency key: <session key>:<tool_use_id>:<n>
+
+
+class Steps(Protocol):
+    """What the runtime hands a running call for its inner steps."""
+
+    def gate(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        kind: ActionKind = "host_call",
+        tool_kind: Kind | None = None,
+        side_effect: bool = False,
+    ) -> Verdict: ...
+
+    def log(self) -> list[InnerStep]: ...
+
+    def begin(
+        self, n: int, name: str, arguments: dict[str, Any], *, tool_kind: Kind | None
+    ) -> str: ...
+
+    def end(
+        self,
+        n: int,
+        *,
+        status: str,
+        output: str,
+        is_error: bool = False,
+        snapshot: bytes | None = None,
+    ) -> None: ...
 
 
 @dataclass(frozen=True)

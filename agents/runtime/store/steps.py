@@ -14,6 +14,7 @@ gives it back when the call ends.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.db import transaction
@@ -21,7 +22,7 @@ from django.utils import timezone
 
 from agents import events
 from agents.events import EventSpec
-from agents.gate import InnerStep, NeedsApproval
+from agents.gate import MAX_PREVIEW_BYTES, InnerStep, NeedsApproval
 from agents.models import Session, ToolCall, Turn
 from agents.runtime import hooks
 from agents.runtime.state import CallState, Claimed
@@ -134,7 +135,7 @@ def park_on_inner_step(claimed: Claimed, call: CallState, asked: NeedsApproval) 
             policy=asked.verdict.policy,
             detail=asked.verdict.detail,
             requested_by_id=claimed.started_by_id,
-            preview=asked.preview,
+            preview=_bounded(asked.preview),
         )
         outer = ToolCall.objects.select_for_update().get(pk=call.id)
         toolcall_move(outer, C.WAITING)
@@ -154,6 +155,14 @@ def park_on_inner_step(claimed: Claimed, call: CallState, asked: NeedsApproval) 
             ],
         )
     call.status = C.WAITING
+
+
+def _bounded(preview: dict[str, Any]) -> dict[str, Any]:
+    """The raiser bounds its preview; a row is kept a row if it did not."""
+    size = len(json.dumps(preview, default=str))
+    if size > MAX_PREVIEW_BYTES:
+        return {"omitted": f"the preview was {size} bytes, over {MAX_PREVIEW_BYTES}"}
+    return preview
 
 
 def _row(claimed: Claimed, tool_use_id: str) -> ToolCall | None:
