@@ -80,7 +80,7 @@ def test_the_desk_highlights_a_program_escaped():
 
     shown = python_highlight("if x:\n    print('<script>')  # done\n")
     assert '<span class="py-kw">if</span>' in shown
-    assert "<span class=\"py-str\">'&lt;script&gt;'</span>" in shown
+    assert '<span class="py-str">&#x27;&lt;script&gt;&#x27;</span>' in shown
     assert "<script>" not in shown
     assert python_highlight('"""open <b>') == "&quot;&quot;&quot;open &lt;b&gt;"
 
