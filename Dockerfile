@@ -9,6 +9,13 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 
+# Chromium for agents' browser sessions (capabilities/browser/), the same
+# Debian package the tests drive.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends chromium fonts-dejavu-core \
+    && rm -rf /var/lib/apt/lists/*
+ENV AGENTDESK_BROWSER_EXECUTABLE=/usr/bin/chromium
+
 # Dependencies first, from the lock file, so code changes reuse this layer.
 COPY requirements.lock ./
 RUN pip install -r requirements.lock
@@ -28,4 +35,4 @@ RUN pip install --no-deps -e . \
 VOLUME ["/data"]
 USER app
 EXPOSE 8000 8100
-CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "config.asgi:application"]
+CMD ["python", "-m", "config.web", "--host", "0.0.0.0", "--port", "8000"]

@@ -43,6 +43,31 @@ def session_get_or_create(
 ) -> Session:
     """The one session for a domain key, created on first contact (with a
     step budget other than the default, when given)."""
+    session = _session_insert(
+        key=key,
+        profile=profile,
+        title=title,
+        customer=customer,
+        context=context,
+        max_turn_steps=max_turn_steps,
+    )
+    if session is None:  # the key exists (or a concurrent first contact won): that session
+        return Session.objects.get(key=key)
+    return session
+
+
+def _session_insert(
+    *,
+    key: str,
+    profile: str = "support_triage",
+    title: str = "",
+    customer: str = "",
+    context: dict[str, Any] | None = None,
+    max_turn_steps: int | None = None,
+) -> Session | None:
+    """A new session and its runtime row, or None when the key is taken. In
+    the caller's transaction, the new row is invisible to others until it
+    commits, and a concurrent first contact with the same key waits on it."""
     values: dict[str, Any] = {"key": key, "profile": profile, "title": title[:300]}
     values.update(customer=customer[:200], context=context or {})
     if max_turn_steps is not None:
@@ -51,8 +76,8 @@ def session_get_or_create(
     with connection.cursor() as cursor:
         cursor.execute(*_first_contact(session))
         row = cursor.fetchone()
-    if row is None:  # the key exists (or a concurrent first contact won): that session
-        return Session.objects.get(key=key)
+    if row is None:
+        return None
     session.pk = row[0]
     session._state.adding, session._state.db = False, "default"  # as if loaded, like a Turn below
     return session
@@ -100,52 +125,94 @@ def message_post(
     title: str = "",
     customer: str = "",
     context: dict[str, Any] | None = None,
+    likely_new: bool = False,
 ) -> Turn:
     """A message for the agent: starts a turn, or queues one behind the
-    running turn, as the session's message policy says."""
-    try:
+    running turn, as the session's message policy says. On first contact the
+    session is created in the same transaction as its first turn.
+
+    `likely_new` (a ticket just opened): try creating the session first,
+    which saves the lookup that would find nothing."""
+    with transaction.atomic():
+        if likely_new and (turn := _first_turn(key, text, trigger, user, title, customer, context)):
+            return turn
+        try:
+            return _post_message(key, text, trigger, user)
+        except SessionRuntime.DoesNotExist:  # first contact: nothing was written
+            pass
+        turn = _first_turn(key, text, trigger, user, title, customer, context)
+        if turn is not None:
+            return turn
+        # A concurrent first contact with this key committed between our
+        # lookup and our insert (which waited for it): the session exists now.
         return _post_message(key, text, trigger, user)
-    except SessionRuntime.DoesNotExist:  # first contact: nothing was written
-        session_get_or_create(key=key, title=title, customer=customer, context=context)
-        return _post_message(key, text, trigger, user)
+
+
+def _first_turn(
+    key: str,
+    text: str,
+    trigger: str,
+    user: AbstractBaseUser | None,
+    title: str,
+    customer: str,
+    context: dict[str, Any] | None,
+) -> Turn | None:
+    """A brand-new session with its first turn (seq 1, turn 1), or None when
+    the key is taken. Nothing else can be open on a session that did not
+    exist: no running turn to queue behind or interrupt, no follow-up for a
+    customer's reply to cancel, so none of that is looked up."""
+    session = _session_insert(key=key, title=title, customer=customer, context=context)
+    if session is None:
+        return None
+    turn = _accept_turn(
+        session.pk,
+        seq=1,
+        number=1,
+        text=text,
+        trigger=trigger,
+        user=user,
+        queued=False,
+        shows_running=True,
+    )
+    dispatch.enqueue_on_commit(session.pk)
+    return turn
 
 
 def _post_message(key: str, text: str, trigger: str, user: AbstractBaseUser | None) -> Turn:
-    with transaction.atomic():
-        session_id, last_seq, policy = _lock_by_key(key)
-        with connection.cursor() as cursor:  # after the lock: a new snapshot
-            cursor.execute(TURN_COUNTS_SQL, [OPEN_TURN, session_id])
-            last_number, open_count = cursor.fetchone()
-        active: list[Turn] = []
-        if open_count or trigger == Turn.Trigger.CUSTOMER:
-            # The rarer paths work on the ORM row; the lock is already ours.
-            runtime = store.lock_session(session_id)
-            active = list(
-                Turn.objects.filter(session_id=session_id, status__in=OPEN_TURN).order_by("number")
-            )
-            if active and policy == Session.MessagePolicy.REJECT:
-                raise Conflict(
-                    "a turn is already running on this session", current=active[0].status
-                )
-            specs: list[EventSpec] = []
-            if active and policy == Session.MessagePolicy.INTERRUPT:
-                _cancel_open_turns(runtime, user, specs)
-            if trigger == Turn.Trigger.CUSTOMER:  # the customer answered: no need to chase
-                hooks.customer_reply(runtime, specs)
-            if specs:  # seqs from runtime.last_seq, saved with the turn below
-                events.append(runtime, specs, save_seq=False)
-            last_seq = runtime.last_seq
-        turn = _accept_turn(
-            session_id,
-            seq=last_seq + 1,
-            number=(last_number or 0) + 1,
-            text=text,
-            trigger=trigger,
-            user=user,
-            queued=bool(active) and policy == Session.MessagePolicy.QUEUE,
-            shows_running=not active,
+    """In the caller's transaction; raises SessionRuntime.DoesNotExist, having
+    written nothing, when there is no session for the key."""
+    session_id, last_seq, policy = _lock_by_key(key)
+    with connection.cursor() as cursor:  # after the lock: a new snapshot
+        cursor.execute(TURN_COUNTS_SQL, [OPEN_TURN, session_id])
+        last_number, open_count = cursor.fetchone()
+    active: list[Turn] = []
+    if open_count or trigger == Turn.Trigger.CUSTOMER:
+        # The rarer paths work on the ORM row; the lock is already ours.
+        runtime = store.lock_session(session_id)
+        active = list(
+            Turn.objects.filter(session_id=session_id, status__in=OPEN_TURN).order_by("number")
         )
-        dispatch.enqueue_on_commit(session_id)
+        if active and policy == Session.MessagePolicy.REJECT:
+            raise Conflict("a turn is already running on this session", current=active[0].status)
+        specs: list[EventSpec] = []
+        if active and policy == Session.MessagePolicy.INTERRUPT:
+            _cancel_open_turns(runtime, user, specs)
+        if trigger == Turn.Trigger.CUSTOMER:  # the customer answered: no need to chase
+            hooks.customer_reply(runtime, specs)
+        if specs:  # seqs from runtime.last_seq, saved with the turn below
+            events.append(runtime, specs, save_seq=False)
+        last_seq = runtime.last_seq
+    turn = _accept_turn(
+        session_id,
+        seq=last_seq + 1,
+        number=(last_number or 0) + 1,
+        text=text,
+        trigger=trigger,
+        user=user,
+        queued=bool(active) and policy == Session.MessagePolicy.QUEUE,
+        shows_running=not active,
+    )
+    dispatch.enqueue_on_commit(session_id)
     return turn
 
 

@@ -7,6 +7,13 @@ notifications all work unchanged: a session for the caller's domain key, a
 Turn that stands for the caller's request, and a ToolCall of kind
 `external` waiting for approval.
 
+Who may attach a request to which session: anyone to a session of its
+own (a new key, or one only outside requests made); an admin to any
+session; anyone else only to a session whose profile is listed in
+AGENTDESK_EXTERNAL_APPROVAL_PROFILES. Otherwise a support token could put
+an outside request on a customer's session, where an approver could take it
+for that session's agent asking.
+
 Our engine must never run an external call: the Turn is recorded as
 already finished (succeeded), so a decision's resume_if_unblocked, which
 only wakes a turn that waits, leaves it alone; the caller learns the
@@ -25,7 +32,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents import events, services
-from agents.errors import Invalid
+from agents.errors import Forbidden, Invalid
 from agents.events import EventSpec
 from agents.models import ToolCall, Turn
 from agents.runtime import store
@@ -33,6 +40,19 @@ from approvals.models import Approval, arguments_hash
 
 EXTERNAL = "external"  # ToolCall.kind of a call made elsewhere
 POLICY = "mcp_request"
+ANY_SESSION = "capabilities.change_agentprofile"  # admins: they set what profiles allow
+
+
+def _may_attach(user: AbstractBaseUser, key: str) -> bool:
+    from agents.models import Session
+
+    session = Session.objects.filter(key=key).first()
+    if session is None or user.has_perm(ANY_SESSION):
+        return True
+    if session.profile in settings.AGENTDESK_EXTERNAL_APPROVAL_PROFILES:
+        return True
+    # A session only outside requests made (every turn of it is one).
+    return not Turn.objects.filter(session=session).exclude(tool_calls__kind=EXTERNAL).exists()
 
 
 def external_approval_request(
@@ -51,6 +71,11 @@ def external_approval_request(
     if not isinstance(arguments, dict):
         raise Invalid("arguments must be an object")
     key = (session_key.strip() or f"mcp:{user.get_username()}")[:200]
+    if not _may_attach(user, key):
+        raise Forbidden(
+            "this session's profile takes no outside approval requests "
+            "(AGENTDESK_EXTERNAL_APPROVAL_PROFILES); leave session_key empty for a session of your own"
+        )
     session = services.session_get_or_create(key=key, title=f"External agent: {key}"[:300])
     now = timezone.now()
     use_id = f"ext_{secrets.token_hex(8)}"

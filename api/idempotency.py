@@ -19,6 +19,7 @@ import hashlib
 import json
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -38,11 +39,19 @@ def fingerprint(request: HttpRequest) -> str:
     (so whitespace and key order do not matter; a body that is not JSON is
     compared byte for byte)."""
     try:
-        body = json.dumps(json.loads(request.body or b"null"), sort_keys=True)
+        value = json.loads(request.body or b"null")
     except ValueError:
-        body = request.body.decode("utf-8", "replace")
-    raw = f"{request.method}\n{request.path}\n{body}"
-    return hashlib.sha256(raw.encode()).hexdigest()
+        return _digest(request.method, request.path, request.body.decode("utf-8", "replace"))
+    return fingerprint_of(request.method, request.path, value)
+
+
+def fingerprint_of(method: str, path: str, value: Any) -> str:
+    """`fingerprint` of a request whose JSON body the caller has parsed already."""
+    return _digest(method, path, json.dumps(value, sort_keys=True))
+
+
+def _digest(method: str, path: str, body: str) -> str:
+    return hashlib.sha256(f"{method}\n{path}\n{body}".encode()).hexdigest()
 
 
 def run(
@@ -80,6 +89,38 @@ def run(
         _release(row)
         raise
     return response, False
+
+
+def keep(*, owner: str, key: str, fingerprint: str, response: HttpResponse) -> None:
+    """Keep `response` as the answer to `key`, in the caller's transaction
+    (the one that did the write): for a caller whose write has a duplicate
+    guard of its own (a webhook's event id), so that no in-flight row needs
+    a transaction of its own first."""
+    IdempotencyKey.objects.bulk_create(
+        [
+            IdempotencyKey(
+                owner=owner,
+                key=key,
+                fingerprint=fingerprint,
+                state=K.DONE,
+                status=response.status_code,
+                body=json.loads(response.content) if response.content else None,
+                content_type=response.get("Content-Type", "")[:60],
+            )
+        ],
+        ignore_conflicts=True,
+    )
+
+
+def replay(*, owner: str, key: str, fingerprint: str) -> HttpResponse | None:
+    """The answer kept for `key` (a 422 for another request with it), or
+    None when none was kept."""
+    row = IdempotencyKey.objects.filter(owner=owner, key=key, state=K.DONE).first()
+    if row is None:
+        return None
+    if row.fingerprint != fingerprint:
+        return _refusal(row, fingerprint)
+    return _replay(row)
 
 
 def _release(row: IdempotencyKey) -> None:

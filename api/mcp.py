@@ -4,7 +4,12 @@ approval, post a message to a session and read a session's status.
 
 Authenticated with an API token (`Authorization: Bearer adk_...`), checked
 before the SDK sees the request; every tool call is audited (api.ApiAudit,
-via "mcp") under the token's user. Stateless and JSON answers: any Daphne
+via "mcp") under the token's user, refusals too. The writes (asking for an
+approval, posting a message) count against the token's write limit, the
+same window as REST's (api/ratelimit.py), and take REST's rules for text:
+no NUL, a session key of 1 to 200 characters (refused beyond, never cut),
+a message of at most 100,000 characters, arguments of at most 100,000
+characters of JSON. Stateless and JSON answers: any Daphne
 process serves any call, and nothing is kept between calls but Postgres.
 
 `request_approval` waits up to `wait_s` for the decision and then answers
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from typing import Any
 
@@ -27,13 +33,17 @@ from mcp.server.transport_security import TransportSecuritySettings
 from agents import selectors, services
 from agents.errors import ServiceError
 from agents.models import Turn
-from api import external, tokens
+from agents.tools.arguments import problems
+from api import external, ratelimit, tokens
 from api.models import ApiAudit
 from api.tokens import Principal
 from approvals.models import Approval
 
 MAX_WAIT_S = 120.0
 POLL_S = 0.5
+MAX_KEY = 200  # api.schemas.MessageIn.session_key
+MAX_TEXT = 100_000  # api.schemas.MessageIn.text
+MAX_ARGUMENTS = 100_000  # characters of JSON: dashboard.inputs.MAX_JSON_CHARS
 
 server = MCPServer(
     "agentdesk",
@@ -69,11 +79,30 @@ def _audit(principal: Principal, tool: str, status: int) -> None:
     )
 
 
-async def _call(principal: Principal, tool: str, perm: str, fn, **kwargs: Any) -> Any:
-    """Permission, the service call, the audit row (refusals audited too)."""
+class _Limited(Exception):
+    def __init__(self, wait: int) -> None:
+        self.wait = wait
+
+
+async def _call(
+    principal: Principal,
+    tool: str,
+    perm: str,
+    fn,
+    *,
+    write: bool = False,
+    problem: str = "",
+    **kwargs: Any,
+) -> Any:
+    """Permission, the input's rules, the write limit, the service call, the
+    audit row (refusals audited too, with the status REST would answer)."""
 
     def run() -> Any:
         _need(principal, perm)  # the user's permissions are read from Postgres
+        if problem:
+            raise ServiceError(problem)
+        if write and (wait := ratelimit.retry_after(principal.rate_key)):
+            raise _Limited(wait)
         return fn(**kwargs)
 
     try:
@@ -81,11 +110,40 @@ async def _call(principal: Principal, tool: str, perm: str, fn, **kwargs: Any) -
     except ToolError:
         await sync_to_async(_audit)(principal, tool, 403)
         raise
+    except _Limited as exc:
+        await sync_to_async(_audit)(principal, tool, 429)
+        raise ToolError(
+            f"too many writes with this token; retry after {exc.wait} seconds"
+        ) from None
     except ServiceError as exc:
         await sync_to_async(_audit)(principal, tool, exc.status)
         raise ToolError(exc.message) from None
     await sync_to_async(_audit)(principal, tool, 200)
     return result
+
+
+def _text_problem(name: str, value: Any, *, most: int, required: bool = True) -> str:
+    """Why a text argument is refused (REST's rules), or ""."""
+    if not isinstance(value, str):
+        return f"{name} must be text"
+    if "\x00" in value:
+        return f"{name} contains a NUL character"
+    if len(value) > most:
+        return f"{name} is {len(value):,} characters; at most {most:,}"
+    if required and not value.strip():
+        return f"{name} must not be empty"
+    return ""
+
+
+def _arguments_problem(arguments: Any) -> str:
+    if not isinstance(arguments, dict):
+        return "arguments must be an object"
+    if why := problems(None, arguments, "arguments"):
+        return why
+    size = len(json.dumps(arguments, ensure_ascii=False))
+    if size > MAX_ARGUMENTS:
+        return f"arguments are {size:,} characters of JSON; at most {MAX_ARGUMENTS:,}"
+    return ""
 
 
 async def _wait(principal: Principal, approval_id: int, wait_s: float) -> dict[str, Any]:
@@ -116,11 +174,19 @@ async def request_approval(
     principal = _principal(ctx)
     if principal.user is None:
         raise ToolError("approvals are asked for with a person's token, not the service token")
+    problem = (
+        _text_problem("tool_name", tool_name, most=128)
+        or _text_problem("reason", reason, most=4000)
+        or _text_problem("session_key", session_key, most=MAX_KEY, required=False)
+        or _arguments_problem(arguments)
+    )
     approval = await _call(
         principal,
         "request_approval",
         "agents.operate_session",
         external.external_approval_request,
+        write=True,
+        problem=problem,
         user=principal.user,
         tool_name=tool_name,
         arguments=arguments,
@@ -152,13 +218,16 @@ async def approval_status(approval_id: int, ctx: Context, wait_s: float = 30.0) 
 @server.tool(description="Post a message to the agent of an Agentdesk session (by domain key).")
 async def post_message(session_key: str, text: str, ctx: Context) -> dict[str, Any]:
     principal = _principal(ctx)
-    if not (0 < len(session_key) <= 200) or not text.strip() or "\x00" in text + session_key:
-        raise ToolError("session_key must be 1 to 200 characters and text non-empty")
+    problem = _text_problem("session_key", session_key, most=MAX_KEY) or _text_problem(
+        "text", text, most=MAX_TEXT
+    )
     turn = await _call(
         principal,
         "post_message",
         "agents.post_message",
         services.message_post,
+        write=True,
+        problem=problem,
         key=session_key,
         text=text,
         trigger=Turn.Trigger.API,
@@ -171,7 +240,7 @@ def _status(*, user, session_key: str) -> dict[str, Any]:
     session = (
         selectors.sessions_for_user(user=user)
         .select_related("runtime")
-        .filter(key=session_key[:200])
+        .filter(key=session_key)
         .first()
     )
     if session is None:
@@ -194,6 +263,7 @@ async def session_status(session_key: str, ctx: Context) -> dict[str, Any]:
         "session_status",
         "agents.view_session",
         _status,
+        problem=_text_problem("session_key", session_key, most=MAX_KEY),
         user=principal.user,
         session_key=session_key,
     )

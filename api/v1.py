@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.exceptions import ObjectDoesNotExist
+from django.core.exceptions import ObjectDoesNotExist, RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI, Swagger
 from ninja.errors import AuthenticationError, HttpError, ValidationError
@@ -79,6 +79,11 @@ def _service_error(request: HttpRequest, exc: ServiceError) -> HttpResponse:
 @api.exception_handler(IllegalTransition)
 def _illegal(request: HttpRequest, exc: IllegalTransition) -> HttpResponse:
     return service_problem(exc)
+
+
+@api.exception_handler(RequestDataTooBig)
+def _too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
+    return problem(413, "the request body is too large", slug="too-large")
 
 
 @api.exception_handler(ObjectDoesNotExist)

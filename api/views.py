@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 
+from django.db import transaction
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
@@ -18,8 +19,8 @@ from django.views.decorators.http import require_POST
 from agents.errors import Invalid, ServiceError
 from agents.models import Session, Turn
 from agents.services import message_post
-from api import idempotency, ratelimit, tokens
-from api.inbound import helpdesk_webhook, verified_event_id
+from api import idempotency, inbound_checks, ratelimit, tokens
+from api.inbound import delivery_verified, helpdesk_accept
 from api.writes import audit
 
 
@@ -27,39 +28,46 @@ def _error(exc: ServiceError) -> JsonResponse:
     return JsonResponse({"error": exc.message, "current": exc.current}, status=exc.status)
 
 
-def _accepted(turn: Turn) -> JsonResponse:
-    body = {"session": turn.session.key, "session_id": turn.session_id, "turn": turn.number}
+def _accepted(turn: Turn, key: str) -> JsonResponse:
+    body = {"session": key, "session_id": turn.session_id, "turn": turn.number}
     body["status"] = turn.status
     return JsonResponse(body, status=202)
+
+
+WEBHOOK_OWNER = "inbound:helpdesk"
 
 
 @csrf_exempt  # authenticated by its HMAC signature, not a browser session
 @require_POST
 def inbound_helpdesk(request: HttpRequest) -> JsonResponse:
-    """A replayed event id gets the first answer: its id is the delivery's
-    Idempotency-Key (api/idempotency.py), checked after the signature."""
+    """One verification, one parse, one transaction: the delivery row, the
+    session on first contact, the turn and this answer, kept as the answer
+    to the event id (its Idempotency-Key, api/idempotency.py) for a sender
+    that retries. A replay finds the delivery row taken and gets the first
+    answer (a concurrent one waits for the first to commit, then does)."""
     signature = request.headers.get("Agentdesk-Signature", "")
     try:
-        event_id = verified_event_id(body=request.body, signature=signature)
+        delivery = delivery_verified(body=request.body, signature=signature)
+        fingerprint = idempotency.fingerprint_of(request.method, request.path, delivery.payload)
+        with transaction.atomic():
+            turn = helpdesk_accept(delivery)
+            if turn is not None:
+                response = _accepted(turn, f"ticket:{delivery.ticket['id']}")
+                idempotency.keep(
+                    owner=WEBHOOK_OWNER,
+                    key=delivery.event_id,
+                    fingerprint=fingerprint,
+                    response=response,
+                )
+                return response
+    except Invalid as exc:  # signed, but not a delivery we can take: an admin sees it
+        inbound_checks.record_refusal(body=request.body, reason=exc.message, request=request)
+        return _error(exc)
     except ServiceError as exc:
         return _error(exc)
-    response, _ = idempotency.run(
-        owner="inbound:helpdesk",
-        key=event_id,
-        request=request,
-        call=lambda: _webhook(request.body, signature),
-    )
-    return response
-
-
-def _webhook(body: bytes, signature: str) -> JsonResponse:
-    try:
-        turn = helpdesk_webhook(body=body, signature=signature)
-    except ServiceError as exc:
-        return _error(exc)
-    if turn is None:  # accepted before this answer was kept: done, nothing more to do
-        return JsonResponse({"duplicate": True}, status=200)
-    return _accepted(turn)
+    first = idempotency.replay(owner=WEBHOOK_OWNER, key=delivery.event_id, fingerprint=fingerprint)
+    # No answer kept: accepted before answers were kept; done, nothing more to do.
+    return first or JsonResponse({"duplicate": True}, status=200)
 
 
 @csrf_exempt  # bearer-token API; browsers use the desk's CSRF-protected forms
@@ -103,4 +111,4 @@ def _post(request: HttpRequest, key: str, user) -> JsonResponse:
         turn = message_post(key=key, text=text, trigger=Turn.Trigger.API, user=user)
     except ServiceError as exc:
         return _error(exc)
-    return _accepted(turn)
+    return _accepted(turn, key)

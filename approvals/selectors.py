@@ -79,6 +79,35 @@ class Inbox:
     counts: dict[str, int]
     view: str
     sort: str
+    page: int = 1
+    per_page: int = 200
+
+    # A page shows at most per_page cards; the page says how many it does not
+    # show and links to the others, so a new card past the first page is
+    # never silently out of view.
+    @property
+    def total(self) -> int:
+        return self.counts.get(self.view, len(self.cards))
+
+    @property
+    def first(self) -> int:
+        return (self.page - 1) * self.per_page + 1 if self.cards else 0
+
+    @property
+    def last(self) -> int:
+        return (self.page - 1) * self.per_page + len(self.cards)
+
+    @property
+    def not_shown(self) -> int:
+        return max(0, self.total - len(self.cards))
+
+    @property
+    def next_page(self) -> int | None:
+        return self.page + 1 if self.last < self.total else None
+
+    @property
+    def previous_page(self) -> int | None:
+        return self.page - 1 if self.page > 1 else None
 
 
 def sla_of(approval: Approval) -> Sla:
@@ -101,8 +130,14 @@ def _view_filter(view: str, user: AbstractBaseUser) -> Q:
 
 
 def inbox(
-    *, user: AbstractBaseUser, view: str = "all", sort: str = "time_left", limit: int = 200
+    *,
+    user: AbstractBaseUser,
+    view: str = "all",
+    sort: str = "time_left",
+    limit: int | None = None,
+    page: int = 1,
 ) -> Inbox:
+    limit = limit or settings.AGENTDESK_INBOX_PAGE
     view = view if view in VIEWS else "all"
     sort = sort if sort in SORTS else "time_left"
     pending = _pending(user)
@@ -120,12 +155,12 @@ def inbox(
     rows = list(
         pending.filter(_view_filter(view, user))
         .select_related("session", "turn", "tool_call", "requested_by", "assignee")
-        .order_by(*order)[:limit]
+        .order_by(*order)[(page - 1) * limit : page * limit]
     )
     decorate(rows)
     if sort == "amount":
         rows.sort(key=lambda a: -(a.view.terms.amount or 0))
-    return Inbox(rows, counts, view, sort)
+    return Inbox(rows, counts, view, sort, page, limit)
 
 
 def card(*, user: AbstractBaseUser, approval_id: int) -> Approval | None:

@@ -18,11 +18,11 @@ ROOT = pg.ROOT
 RUNS = {10: 400, 50: 80}  # workload.md §4: what the peers' figures used
 FLOOR_RUNS = 400  # at S = 50: 20,000 steps
 REAL_RUNS = 250  # 4 model calls each
-SCRIPTS = ("live_latency.py", "desk_scale.py", "latency.py")
+SCRIPTS = ("live_latency.py", "desk_scale.py", "latency.py", "intake.py")
 # Issue 7: the desk pages with 100,000 sessions and 2,000,000 events.
 SCRIPT_ARGS = {"desk_scale.py": ["--big"]}
 # Issue 15: bursts of tickets at a real model's pace (QUICK: no 500).
-QUICK_ARGS = {"latency.py": ["--tickets", "50,200"]}
+QUICK_ARGS = {"latency.py": ["--tickets", "50,200"], "intake.py": ["--quick"]}
 
 
 def log(message: str) -> None:
@@ -220,6 +220,7 @@ def _main() -> int:
     live_output = run_script(SCRIPTS[0], quick)
     run_script(SCRIPTS[1], quick)
     run_script(SCRIPTS[2], quick)
+    run_script(SCRIPTS[3], quick)  # issue 28: webhook intake, bursts through the sandbox
     print(f"\n(total {time.monotonic() - started:.0f} s)")
     print(report.final_line(summary(table, live_output)))
     return 1 if failures else 0

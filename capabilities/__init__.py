@@ -9,7 +9,9 @@ way whatever is behind them (agents/tools/base.py):
   (mcp_config.py reads their configuration, mcp_sessions.py keeps one
   session per server per worker process);
 - subagents.py: `subagent.<profile>`, which delegates a sub-task to a child
-  session and parks the parent's call until the child answers.
+  session and parks the parent's call until the child answers;
+- browser/: durable browser sessions (Playwright on Chromium), its tools
+  offered by a profile such as carrier_claims.
 
 profiles.py resolves a profile name to the tools it may use and the policy
 for each (least privilege: models.py's rows win over the code profile);

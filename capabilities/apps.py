@@ -16,3 +16,8 @@ class CapabilitiesConfig(AppConfig):
         hooks.call_waiting.provide(subagents.park_on_child)
         hooks.turn_ended.register(subagents.turn_ended)
         hooks.turn_canceled.register(subagents.cancel_children)
+        # A session whose turn ended gives its browser context back (its
+        # state is in Postgres; the next turn restores it).
+        from capabilities.browser.actions import turn_ended as browser_turn_ended
+
+        hooks.turn_ended.register(browser_turn_ended)

@@ -190,3 +190,7 @@ class SubagentLink(models.Model):
 
     def __str__(self) -> str:
         return f"{self.parent_session_id} -> {self.child_session_id} ({self.status})"
+
+
+# Browser sessions keep their state in this app (capabilities/browser/).
+from capabilities.browser.models import BrowserState  # noqa: E402, F401

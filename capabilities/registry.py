@@ -41,6 +41,15 @@ _PROFILES: dict[str, Profile] = {"support_triage": _SUPPORT}
 _LAZY = {"support_codemode": _support_code_mode}
 
 
+def _browser_profiles() -> None:
+    from capabilities.browser.profiles import carrier_profile
+
+    _PROFILES["carrier_claims"] = carrier_profile()
+
+
+_browser_profiles()
+
+
 def register_profile(profile: Profile) -> None:
     """Add a profile (benchmarks and tests plug their own tools in here)."""
     _PROFILES[profile.name] = profile

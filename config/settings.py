@@ -291,6 +291,11 @@ AGENTDESK_WEBHOOK_MAX_ATTEMPTS = env_int("AGENTDESK_WEBHOOK_MAX_ATTEMPTS", 8)
 AGENTDESK_WEBHOOK_BACKOFF_S = env_float("AGENTDESK_WEBHOOK_BACKOFF_S", 5.0)
 AGENTDESK_WEBHOOK_BACKOFF_MAX_S = env_float("AGENTDESK_WEBHOOK_BACKOFF_MAX_S", 3600.0)
 AGENTDESK_WEBHOOK_TIMEOUT_S = env_float("AGENTDESK_WEBHOOK_TIMEOUT_S", 10.0)
+# Networks outbound requests a user configured (webhook targets) may reach
+# besides the public internet: loopback, private, link-local and the like are
+# refused unless listed here (integrations/egress.py), e.g. "10.2.0.0/16".
+# make run and the tests list loopback, where their receivers listen.
+AGENTDESK_EGRESS_ALLOW = env_list("AGENTDESK_EGRESS_ALLOW", [])
 # Notifications (integrations/notifications.py): approvers hear of a waiting
 # approval by email (when EMAIL_HOST is set) and Slack (token and channel
 # set), with a link to the card at AGENTDESK_BASE_URL.
@@ -323,6 +328,12 @@ AGENTDESK_APPROVAL_QUORUM_ABOVE_CENTS = env_int("AGENTDESK_APPROVAL_QUORUM_ABOVE
 AGENTDESK_APPROVAL_QUORUM_VOTES = env_int("AGENTDESK_APPROVAL_QUORUM_VOTES", 2)
 AGENTDESK_APPROVAL_ON_EXPIRY = env_str("AGENTDESK_APPROVAL_ON_EXPIRY", "deny")
 AGENTDESK_BULK_APPROVE_MAX = env_int("AGENTDESK_BULK_APPROVE_MAX", 50)
+# Profiles whose sessions take approval requests from outside agents (MCP's
+# request_approval with a session_key) from anyone; admins may attach one to
+# any session (api/external.py).
+AGENTDESK_EXTERNAL_APPROVAL_PROFILES = env_list("AGENTDESK_EXTERNAL_APPROVAL_PROFILES", [])
+# Cards on one page of the approvals inbox; the page says how many it does not show.
+AGENTDESK_INBOX_PAGE = env_int("AGENTDESK_INBOX_PAGE", 200)
 
 AGENTDESK_TASK_SLICE_S = env_float("AGENTDESK_TASK_SLICE_S", 60.0)
 AGENTDESK_MAX_STEP_ATTEMPTS = env_int("AGENTDESK_MAX_STEP_ATTEMPTS", 5)
@@ -406,9 +417,12 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 # Login throttling (django-axes, dashboard/auth.py): failures are counted per
-# user name and, separately, per client address; either reaching the limit
-# locks logins for it (also with the right password) until the cool-off has
-# passed since the last failure. A lockout is a 429 page with Retry-After, a
+# user name and client address together; reaching the limit locks logins for
+# that name from that address (also with the right password) until the
+# cool-off has passed since the last failure. So nobody can lock a user out
+# from elsewhere, nor everyone behind one address. One address alone is
+# locked after a higher count over a longer window (AGENTDESK_LOGIN_ADDRESS_*):
+# one place trying many names is stopped too. A lockout is a 429 page with Retry-After, a
 # row in the admin (Axes > Access attempts: delete it to lift the lockout), a
 # `login.locked_out` audit row and agentdesk_login_lockouts in /metrics.
 # Behind a proxy, run Daphne with --proxy-headers so the client address is
@@ -419,7 +433,9 @@ AUTHENTICATION_BACKENDS = [
 ]
 AXES_FAILURE_LIMIT = env_int("AGENTDESK_LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(seconds=env_float("AGENTDESK_LOGIN_COOLOFF_S", 900.0))
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AGENTDESK_LOGIN_ADDRESS_LIMIT = env_int("AGENTDESK_LOGIN_ADDRESS_LIMIT", 50)
+AGENTDESK_LOGIN_ADDRESS_WINDOW_S = env_int("AGENTDESK_LOGIN_ADDRESS_WINDOW_S", 3600)
 AXES_RESET_ON_SUCCESS = True
 AXES_ENABLE_ACCESS_FAILURE_LOG = True
 AXES_LOCKOUT_CALLABLE = "dashboard.auth.locked_out"
@@ -488,6 +504,8 @@ LOGGING = {
             "level": LOG_LEVEL,
         },
         "file_housekeeping": {"()": "agents.observability.logs.Housekeeping"},
+        # Every handler: no Authorization value, token or secret is written.
+        "redact": {"()": "agents.observability.redact.Redact"},
     },
     "handlers": {
         "console": {
@@ -495,7 +513,7 @@ LOGGING = {
             "formatter": AGENTDESK_LOG_FORMAT
             if AGENTDESK_LOG_FORMAT in ("json", "console")
             else "plain",
-            "filters": ["console_housekeeping"],
+            "filters": ["redact", "console_housekeeping"],
         },
         **(
             {
@@ -503,7 +521,7 @@ LOGGING = {
                     "class": "logging.FileHandler",
                     "filename": AGENTDESK_LOG_FILE,
                     "formatter": "json",
-                    "filters": ["file_housekeeping"],
+                    "filters": ["redact", "file_housekeeping"],
                     "delay": True,  # no empty file for a process that logs nothing
                 }
             }
@@ -530,8 +548,32 @@ LOGGING = {
         ),
         # django-axes logs every login at INFO; failures and lockouts are WARNING.
         "axes": {"level": "WARNING"},
+        # Django's own console handler on "django" (DEBUG only) wrote records,
+        # django-ninja's "Unexpected auth - '<the header>'" among them, before
+        # the root's handlers could redact them: its records go to the root's.
+        "django": {"handlers": [], "level": "INFO", "propagate": True},
     },
 }
+
+# Browser sessions (capabilities/browser/, issue 25). The storage state is
+# encrypted with AGENTDESK_BROWSER_KEY (urlsafe base64 of 32 bytes; make one
+# with `python -c "import base64,os;print(base64.urlsafe_b64encode(os.urandom(32)).decode())"`);
+# without one a key is derived from SECRET_KEY (development only: production
+# refuses the development secret anyway).
+AGENTDESK_BROWSER_KEY = env_str("AGENTDESK_BROWSER_KEY", "")
+AGENTDESK_BROWSER_EXECUTABLE = env_str("AGENTDESK_BROWSER_EXECUTABLE", "/usr/bin/chromium")
+# Open browser contexts per worker process (one per active agent session);
+# a session that finds them all busy waits up to _WAIT_S, then the call is
+# retried like any request that never left.
+AGENTDESK_BROWSER_MAX_CONTEXTS = env_int("AGENTDESK_BROWSER_MAX_CONTEXTS", 24)
+AGENTDESK_BROWSER_CONTEXT_WAIT_S = env_float("AGENTDESK_BROWSER_CONTEXT_WAIT_S", 20.0)
+AGENTDESK_BROWSER_IDLE_S = env_float("AGENTDESK_BROWSER_IDLE_S", 120.0)
+# Values a profile may fill without the model ever seeing them
+# (`${secret:NAME}`); the default is the sandbox carrier portal's account.
+AGENTDESK_BROWSER_SECRETS = env_json(
+    "AGENTDESK_BROWSER_SECRETS",
+    {"carrier_username": "acme-support", "carrier_password": "parcel-desk-2026"},
+)
 
 # Last, once every value above is read: production refuses to start on a
 # development secret (ImproperlyConfigured while this module is imported, so

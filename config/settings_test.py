@@ -26,6 +26,8 @@ if _XDIST.startswith("gw") and not os.environ.get("AGENTDESK_TEST_REDIS_SPLIT"):
     os.environ["AGENTDESK_TEST_REDIS_SPLIT"] = _XDIST  # processes we start keep it
 # A fresh machine (nothing answers there): the embedded servers `make run` uses.
 embedded.for_tests()
+# Webhook receivers in tests listen on loopback (tests of the refusal clear it).
+os.environ.setdefault("AGENTDESK_EGRESS_ALLOW", "127.0.0.0/8,::1/128")
 use_local_defaults()
 
 from config.settings import *  # noqa: E402,F403

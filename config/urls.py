@@ -4,9 +4,10 @@ from django.urls import include, path
 
 from agents.observability.views import metrics
 from api.v1 import api as api_v1
+from dashboard.auth import LoginView
 
 urlpatterns = [
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/v1/", api_v1.urls),  # the REST API (api/)

@@ -123,7 +123,7 @@ class FollowingConsumer(AsyncJsonWebsocketConsumer):
             except Exception:
                 # The client reconnects and replays from its last seq.
                 log.exception("consumer failed on %s; closing", message["type"])
-                await self.close(code=1011)
+                await self.close(code=frames.CLOSE_ERROR)
                 return
 
     actions: dict[str, dict[str, Any]] = frames.DESK_ACTIONS
@@ -137,13 +137,15 @@ class FollowingConsumer(AsyncJsonWebsocketConsumer):
         if self.bucket is None:
             self.bucket = frames.Bucket()
         if not self.bucket.take():
-            await self.refuse("too many frames: this socket is closed", code=1008)
+            await self.refuse("too many frames: this socket is closed", code=frames.CLOSE_POLICY)
             return
         if text_data is None:
             await self.send_error("binary frames are not accepted")
             return
         if len(text_data) > frames.MAX_FRAME_CHARS:
-            await self.refuse(f"frame over {frames.MAX_FRAME_CHARS} characters", code=1009)
+            await self.refuse(
+                f"frame over {frames.MAX_FRAME_CHARS} characters", code=frames.CLOSE_TOO_BIG
+            )
             return
         content, problem = frames.parse(text_data, self.actions)
         if content is None:

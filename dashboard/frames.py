@@ -6,10 +6,13 @@ unknown action was silently ignored. Now every frame is checked in this
 order, each step before any work is done on it:
 
 1. pace: a token bucket per connection (FRAME_BURST frames, refilled at
-   FRAME_RATE a second); a flood closes that socket with 1008 (policy
-   violation) instead of queueing behind it; other sockets are untouched;
+   FRAME_RATE a second); a flood closes that socket with CLOSE_POLICY (4008:
+   1008, policy violation, in the range a server may send: Daphne's
+   WebSocket library refuses to send 1008, 1009 or 1011 and logs a
+   traceback instead) rather than queueing behind it; other sockets are
+   untouched;
 2. kind and size: binary frames get an error frame; text over
-   MAX_FRAME_CHARS closes with 1009 (too big) before it is parsed (Daphne's
+   MAX_FRAME_CHARS closes with CLOSE_TOO_BIG (4009) before it is parsed (Daphne's
    own --websocket_max_message_size, 1 MiB by default, ends the connection
    for bigger ones at the protocol level);
 3. JSON, an object, with a known `type` and fields of the right types; any
@@ -30,6 +33,11 @@ from typing import Any
 
 from dashboard.presence import MAX_TOPICS, MAX_WATCHED, parse_topic
 
+# Close codes a server may send (1000, or 3000-4999): 40xx mirrors the
+# standard 10xx a client library knows.
+CLOSE_POLICY = 4008  # 1008 policy violation
+CLOSE_TOO_BIG = 4009  # 1009 message too big
+CLOSE_ERROR = 4011  # 1011 internal error
 MAX_FRAME_CHARS = 16_384
 FRAME_RATE = 5.0  # frames per second, sustained
 FRAME_BURST = 20

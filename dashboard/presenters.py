@@ -8,6 +8,7 @@ and the views call these.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -139,6 +140,11 @@ def event_summary(kind: str, data: dict[str, Any] | None) -> str:
             f"{d.get('name', 'tool')} {d.get('status', '')} in {d.get('ms', 0)} ms "
             f"(attempt {d.get('attempt', 1)}{again})"
         )
+    if kind == "browser.step":
+        refused = len(d.get("refused") or [])
+        note = f", {refused} request{'s' if refused != 1 else ''} refused" if refused else ""
+        error = f": {d.get('error')}" if d.get("error") else ""
+        return f"Browser {d.get('action', '')} at {d.get('url', '')}{note}{error}"
     if kind == "tool.closed":
         return f"{d.get('name', 'tool')} closed with the turn ({d.get('status', '')})"
     if kind == "transcript.copied":
@@ -150,6 +156,12 @@ def event_summary(kind: str, data: dict[str, Any] | None) -> str:
     if kind == "tool.resolved":
         return f"In-doubt call resolved as {d.get('resolution', '')}: {d.get('note', '')}"
     if kind == "approval.requested":
+        if d.get("external"):
+            # Not this session's agent: someone's token, through MCP (api/external.py).
+            return (
+                "An outside agent (through MCP, not this session's agent) asked for approval "
+                f"(policy {d.get('policy', '')})"
+            )
         return f"Approval requested (policy {d.get('policy', '')})"
     if kind == "approval.decided":
         edited = " with edited arguments" if d.get("edited") else ""
@@ -234,3 +246,12 @@ def arguments_diff(old: Any, new: Any, path: str = "") -> list[Change]:
     if old == new and type(old) is type(new):
         return []
     return [Change(path or "(arguments)", "changed", old=old, new=new)]
+
+
+_THUMB_RE = re.compile(r"^data:image/(?:jpeg|png);base64,[A-Za-z0-9+/]+={0,2}$")
+
+
+def browser_thumb(value: Any) -> str:
+    """A browser step's screenshot as an <img> src, only when it is plainly
+    one (a data URL of base64 image bytes); "" for anything else."""
+    return value if isinstance(value, str) and _THUMB_RE.match(value) else ""

@@ -15,6 +15,7 @@ from typing import Any
 from django.contrib.auth.context_processors import PermWrapper
 from django.contrib.auth.models import AbstractBaseUser
 from django.template.loader import render_to_string
+from django.urls import reverse
 
 from agents import selectors
 from agents.events import payload
@@ -96,22 +97,34 @@ def session_swaps(
     return swaps
 
 
+# A push stays far below Daphne's 1 MiB frame limit: a card whose HTML is
+# bigger than PUSH_CARD_CHARS, or that would take a push past
+# PUSH_FRAME_CHARS, goes as a reference ({"id", "created", "ref"}) the page
+# fetches (the card's URL, as htmx asks for it) instead of its HTML.
+PUSH_CARD_CHARS = 64_000
+PUSH_FRAME_CHARS = 256_000
+
+
 def approvals_delta(user: AbstractBaseUser, shown: set[int]) -> dict[str, list[dict[str, Any]]]:
     """What an inbox showing `shown` must add (new pending approvals, oldest
-    first, rendered) and remove (decided, expired or canceled since)."""
+    first, rendered, or by reference when big) and remove (decided, expired
+    or canceled since)."""
     pending = selectors.approvals_pending(user=user)
-    add = [
-        {
-            "id": a.id,
-            "created": a.created_at.isoformat(),
-            "html": render_to_string(
-                "approvals/partials/_card.html",
-                {"approval": a, "perms": PermWrapper(user), "user": user},
-            ),
-        }
-        for a in pending
-        if a.id not in shown
-    ]
+    add: list[dict[str, Any]] = []
+    budget = PUSH_FRAME_CHARS
+    for a in pending:
+        if a.id in shown:
+            continue
+        card = {"id": a.id, "created": a.created_at.isoformat()}
+        html = render_to_string(
+            "approvals/partials/_card.html",
+            {"approval": a, "perms": PermWrapper(user), "user": user},
+        )
+        if len(html) <= min(PUSH_CARD_CHARS, budget):
+            card["html"], budget = html, budget - len(html)
+        else:
+            card["ref"] = reverse("dashboard:approval", args=[a.id])
+        add.append(card)
     pending_ids = {a.id for a in pending}
     statuses = selectors.approvals_status(approval_ids=shown - pending_ids)
     remove = []

@@ -23,6 +23,7 @@ from typing import Any
 from django.utils import timezone
 
 from agents.models import Event
+from dashboard.presenters import browser_thumb
 
 SPAN = 1000  # the svg's viewBox width
 MIN_WIDTH = 4  # a 1 ms step is still seen (0.4% of the row)
@@ -32,6 +33,7 @@ TIMELINE_KINDS = (
     "model.replied",
     "model.failed",
     "tool.finished",
+    "browser.step",
     "tool.in_doubt",
     "tool.resolved",
     "approval.requested",
@@ -53,6 +55,7 @@ class Step:
     start: datetime
     end: datetime
     open: bool = False  # still going (an approval not decided yet)
+    thumb: str = ""  # a browser step's screenshot (a checked data URL)
     x: int = 0
     width: int = 0
 
@@ -154,8 +157,15 @@ class _Steps:
         label = f"{d.get('name', 'tool')} {d.get('status', '')}{again}"
         self.add(Step("tool", label, _before(at, d.get("ms")), at))
 
+    def on_browser_step(self, d: dict[str, Any], at: datetime) -> None:
+        refused = len(d.get("refused") or [])
+        note = f" · {refused} refused" if refused else ""
+        label = f"Browser {d.get('action', '')} {str(d.get('url', ''))[:120]}{note}"
+        self.add(Step("browser", label, at, at, thumb=browser_thumb(d.get("thumb"))))
+
     def on_approval_requested(self, d: dict[str, Any], at: datetime) -> None:
-        label = f"Waiting for approval ({d.get('policy', '')})"
+        asked = "an outside agent's request, " if d.get("external") else ""
+        label = f"Waiting for approval ({asked}{d.get('policy', '')})"
         self.waiting[str(d.get("tool_use_id", ""))] = self.add(
             Step("approval", label, at, self.now, True)
         )

@@ -52,9 +52,12 @@ def subscription(request: HttpRequest, subscription_id: int) -> HttpResponse:
 @require_POST
 @desk_view(MANAGE)
 def subscription_toggle(request: HttpRequest, subscription_id: int) -> HttpResponse:
-    webhooks.subscription_set_active(
-        subscription_id=subscription_id, active=request.POST.get("active") == "1"
-    )
+    try:
+        webhooks.subscription_set_active(
+            subscription_id=subscription_id, active=request.POST.get("active") == "1"
+        )
+    except WebhookSubscription.DoesNotExist:
+        raise Http404("no such subscription") from None
     return back(request, reverse("integrations:subscription", args=[subscription_id]))
 
 

@@ -7,6 +7,11 @@ lease to expire and the delivery is sent again with the same webhook-id, by
 which a receiver drops the repeat (Standard Webhooks). A failed attempt is
 retried with exponential backoff; after AGENTDESK_WEBHOOK_MAX_ATTEMPTS the
 delivery is dead and waits for a person's re-send.
+
+A target must be one an admin may send to (integrations/egress.py): checked
+when subscribed, and again at every attempt, which sends to the very
+address it checked. The delivery log keeps each attempt's status and
+timing, never the receiver's reply (it could be an internal page).
 """
 
 from __future__ import annotations
@@ -18,9 +23,8 @@ import secrets
 import time
 from datetime import timedelta
 from typing import Any
-from urllib.parse import urlsplit
 
-import requests
+import urllib3
 from celery import current_app
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -30,6 +34,7 @@ from standardwebhooks.webhooks import Webhook
 
 from agents.backoff import backoff_s
 from agents.errors import Conflict, Invalid
+from integrations import egress
 from integrations.models import EVENT_TYPES, WebhookAttempt, WebhookDelivery, WebhookSubscription
 
 log = logging.getLogger(__name__)
@@ -42,9 +47,7 @@ D = WebhookDelivery.Status
 def subscription_create(
     *, url: str, event_types: list[str], description: str = "", user: AbstractBaseUser
 ) -> WebhookSubscription:
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.netloc or len(url) > 2000:
-        raise Invalid("the URL must be an http(s) address")
+    egress.resolve(url)  # refused now, not first at delivery
     unknown = sorted(set(event_types) - set(EVENT_TYPES))
     if unknown or not event_types:
         raise Invalid(f"choose event types among {', '.join(EVENT_TYPES)}")
@@ -59,10 +62,10 @@ def subscription_create(
 
 
 def subscription_set_active(*, subscription_id: int, active: bool) -> WebhookSubscription:
-    sub = WebhookSubscription.objects.get(pk=subscription_id)
-    sub.is_active = active
-    sub.save(update_fields=["is_active"])
-    return sub
+    updated = WebhookSubscription.objects.filter(pk=subscription_id).update(is_active=active)
+    if not updated:
+        raise WebhookSubscription.DoesNotExist("no such subscription")
+    return WebhookSubscription.objects.get(pk=subscription_id)
 
 
 def delivery_resend(*, delivery_id: int) -> WebhookDelivery:
@@ -136,18 +139,18 @@ def _attempt(delivery: WebhookDelivery) -> None:
     started = time.monotonic()
     code, error = None, ""
     try:
-        response = requests.post(
-            delivery.subscription.url,
-            data=body,
-            headers=headers,
-            timeout=settings.AGENTDESK_WEBHOOK_TIMEOUT_S,
-            allow_redirects=False,
-        )
-        code = response.status_code
+        # Resolved and checked now (the address may have changed since the
+        # subscription), and the request goes to the address checked.
+        target = egress.resolve(delivery.subscription.url)
+    except egress.Refused as exc:
+        _record(delivery, None, f"refused: {exc.message}", 0, final=True)
+        return
+    try:
+        code = egress.post(target, body, headers, settings.AGENTDESK_WEBHOOK_TIMEOUT_S)
         if not 200 <= code < 300:
-            error = f"HTTP {code}: {response.text[:200]}"
-    except requests.RequestException as exc:
-        error = f"{type(exc).__name__}: {exc}"[:500]
+            error = f"HTTP {code}"  # a 3xx too: redirects are not followed
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        error = type(exc).__name__
     _record(delivery, code, error, int((time.monotonic() - started) * 1000))
 
 

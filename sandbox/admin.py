@@ -100,6 +100,7 @@ def reset_all(sandbox: Sandbox, *, reseed: bool) -> None:
     sandbox.counters.clear()
     sandbox.requests.clear()
     sandbox.slack.clear()
+    sandbox.carrier.clear()
     if reseed:
         seed_demo(sandbox.db)
 

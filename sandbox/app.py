@@ -14,7 +14,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from sandbox import admin, generator, helpdesk, payments, slack
+from sandbox import admin, carrier, generator, helpdesk, payments, slack
 from sandbox.db import Database, run_sync
 from sandbox.faults import FaultBook, FaultInjector
 from sandbox.messages import routes as messages
@@ -72,10 +72,18 @@ def create_app(data_path: str | Path, **options: Any) -> FaultInjector:
         counters=Counters(),
         webhooks=WebhookSender(db, opts.webhook_url, opts.webhook_secret),
         slack=slack.SlackLog(),
+        carrier=carrier.CarrierPortal(),
     )
     sandbox.pace = sandbox.default_pace()
     app = Starlette(
-        routes=[*admin.routes, *helpdesk.routes, *payments.routes, *messages.routes, *slack.routes],
+        routes=[
+            *admin.routes,
+            *helpdesk.routes,
+            *payments.routes,
+            *messages.routes,
+            *slack.routes,
+            *carrier.routes,
+        ],
         exception_handlers={HTTPException: _http_error},
         lifespan=_lifespan(sandbox),
     )

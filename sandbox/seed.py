@@ -77,6 +77,22 @@ ORDERS = [
 ]
 
 
+# The carrier portal (sandbox/carrier.py): one account, and a shipment per
+# shipped order. Agentdesk's side knows the password from its own settings
+# (AGENTDESK_BROWSER_SECRETS), never from this module.
+CARRIER_USERNAME = "acme-support"
+CARRIER_PASSWORD = "parcel-desk-2026"
+SHIPMENTS = {
+    f"TRK{number}": {
+        "order": f"ORD-{number}",
+        "to": CUSTOMERS[customer_index][1],
+        "status": "in transit",
+    }
+    for number, customer_index, status, _items in ORDERS
+    if status == "shipped"
+}
+
+
 def order_rows() -> list[tuple]:
     rows = []
     for number, customer_index, status, items in ORDERS:

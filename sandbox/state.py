@@ -101,6 +101,7 @@ class Sandbox:
     requests: RequestLog = field(default_factory=RequestLog)
     slack: Any = None  # sandbox.slack.SlackLog, made by create_app
     pace: ModelPace = field(default_factory=ModelPace)
+    carrier: Any = None  # sandbox.carrier.CarrierPortal, made by create_app
 
     def default_pace(self) -> ModelPace:
         return ModelPace(self.options.model_ttft_ms, self.options.model_tokens_per_s)

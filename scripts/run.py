@@ -331,6 +331,8 @@ def app_env(database_url: str, redis_url: str, sandbox_url: str) -> dict[str, st
     env = dict(os.environ)
     env.update(DATABASE_URL=database_url, REDIS_URL=redis_url, SANDBOX_URL=sandbox_url)
     env.setdefault("AGENTDESK_WEBHOOK_SECRET", "whsec_dev_only")
+    # Webhooks to a receiver on this machine (a trial): loopback is allowed here only.
+    env.setdefault("AGENTDESK_EGRESS_ALLOW", "127.0.0.0/8,::1/128")
     env.setdefault("AGENTDESK_DEMO_PASSWORD", DEMO_PASSWORD_DEFAULT)
     # A development run: Django's debug pages on unless asked otherwise.
     env.setdefault("DJANGO_DEBUG", "1")
@@ -365,10 +367,13 @@ def start_app(sup: Supervisor, env: dict[str, str], web_port: int, sandbox: tupl
         env,
     )
     sup.wait_until("the sandbox", lambda: port_accepts(sb_port, sb_host))
+    # One Daphne process per core (at most 4; AGENTDESK_WEB_PROCESSES) on one
+    # socket (config/web.py): webhooks, the API and the desk's writes are not
+    # queued behind one interpreter. README "Sizing".
     sup.start(
         "web",
-        [PY, "-m", "daphne", "-b", HOST, "-p", str(web_port)]
-        + ["--access-log", str(LOGS / "web-access.log"), "config.asgi:application"],
+        [PY, "-m", "config.web", "--host", HOST, "--port", str(web_port)]
+        + ["--access-log", str(LOGS / "web-access.log")],
         env,
     )
     sup.wait_until("web", lambda: port_accepts(web_port))
@@ -407,6 +412,20 @@ def _fresh_dir(path: Path) -> None:
         leftover.unlink()
 
 
+def browser_note() -> list[str]:
+    """Agents' browser (capabilities/browser/) runs Chromium; say how to get it."""
+    path = os.environ.get("AGENTDESK_BROWSER_EXECUTABLE", "/usr/bin/chromium")
+    if os.path.exists(path):
+        return []
+    return [
+        f"Chromium is missing at {path}: the browser tools (the carrier_claims",
+        "profile, the demo's lost-parcel ticket) will fail until it is installed:",
+        "  Debian/Ubuntu: sudo apt-get install -y chromium",
+        "  elsewhere: install Chromium and set AGENTDESK_BROWSER_EXECUTABLE to it.",
+        "",
+    ]
+
+
 def banner(sup: Supervisor, web_port: int, password: str) -> None:
     lines = [
         "",
@@ -415,6 +434,7 @@ def banner(sup: Supervisor, web_port: int, password: str) -> None:
         "  user       password",
         *(f"  {user:<10} {password}" for user in ("support", "approver", "admin")),
         "",
+        *browser_note(),
         f"Logs: {LOGS.relative_to(ROOT)}/ (<process>.jsonl: every record as JSON).",
         "Ctrl-C stops everything.",
         "",

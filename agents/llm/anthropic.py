@@ -8,6 +8,7 @@ The SDK retries 429/529/5xx with backoff and honours `retry-after`.
 from __future__ import annotations
 
 import json
+import math
 import ssl
 import threading
 from collections.abc import Callable, Iterator
@@ -23,6 +24,21 @@ from agents.observability import tracing
 READ_TIMEOUT_MARGIN_S = 2.0
 # A slot makes one call at a time: one connection, kept alive between calls.
 SLOT_LIMITS = httpx2.Limits(max_connections=2, max_keepalive_connections=1, keepalive_expiry=30)
+
+
+class _NotFinite(ValueError):
+    pass
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotFinite(text[:40])
+    return value
+
+
+def _no_constant(name: str) -> float:
+    raise _NotFinite(name)
 
 
 class AnthropicModel:
@@ -193,12 +209,22 @@ class _Assembler:
         if block.get("type") != "tool_use":
             return
         raw = self.partial_json.pop(index, "")
+        why = "is not a JSON object"
         try:
-            value = json.loads(raw) if raw.strip() else {}
+            value = (
+                json.loads(raw, parse_float=_finite, parse_constant=_no_constant)
+                if raw.strip()
+                else {}
+            )
+        except _NotFinite as exc:
+            # 1e400, NaN: no JSON number the tool could be sent, and nothing
+            # Postgres would store (the reply would fail its record again and
+            # again): the call is refused as any malformed input is.
+            value, why = None, f"has a number JSON cannot carry ({exc})"
         except ValueError:
             value = None
         if not isinstance(value, dict):
-            self.malformed[block["id"]] = f"tool input is not a JSON object: {raw[:500]!r}"
+            self.malformed[block["id"]] = f"tool input {why}: {raw[:500]!r}"
             value = {}
         block["input"] = value
 

@@ -113,4 +113,6 @@ class ConsoleFormatter(logging.Formatter):
         line = " ".join(parts)
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
+        elif record.exc_text:  # redacted already (agents/observability/redact.py)
+            line += "\n" + record.exc_text
         return line

@@ -92,3 +92,9 @@ def duration(call: Any) -> str:
         return ""
     ms = (call.finished_at - call.started_at).total_seconds() * 1000
     return f"{ms:.0f} ms" if ms < 10_000 else f"{ms / 1000:.1f} s"
+
+
+@register.filter
+def browser_thumb(value: Any) -> str:
+    """A browser step's screenshot, only when it is a base64 image data URL."""
+    return presenters.browser_thumb(value)

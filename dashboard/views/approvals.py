@@ -19,7 +19,7 @@ from approvals import assignment, services
 from approvals import selectors as approval_selectors
 from approvals.models import Approval
 from dashboard.edits import check_edit
-from dashboard.inputs import parse_json_object
+from dashboard.inputs import bounded_int, parse_json_object
 from dashboard.views.common import back, desk_view, invalid, rate_limited, refused
 
 DECIDE = "approvals.decide_approval"
@@ -37,6 +37,7 @@ def approvals(request: HttpRequest) -> HttpResponse:
         user=request.user,
         view=request.GET.get("view", "all"),
         sort=request.GET.get("sort", "time_left"),
+        page=bounded_int(request.GET.get("page"), default=1, lo=1, hi=1_000_000),
     )
     context = {
         "approvals": box.cards,

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandbox.messages import codemode, scripted, wording
+from sandbox.messages import carrier, codemode, scripted, wording
 from sandbox.messages.rules import (
     EMAIL_RE,
     ESCALATE_RE,
@@ -32,7 +32,7 @@ from sandbox.messages.transcript import Progress, Turn
 from sandbox.responses import random_id
 
 MAX_TOOL_CALLS = 8
-PROBE_DIRECTIVES = ("bad_json", "unknown_tool", "schema_violation")
+PROBE_DIRECTIVES = ("bad_json", "unknown_tool", "schema_violation", "huge_number")
 # [[sandbox:max_tokens]] and [[sandbox:pause_turn]]: the first reply of a turn
 # stops there (text only); a request that continues from it goes on as usual.
 # [[sandbox:refusal]]: every reply of the turn is a refusal;
@@ -75,6 +75,8 @@ def decide(turn: Turn) -> Reply:
     if probe is not None and not turn.calls:
         return probe
     calls = turn.calls[1:] if probe is not None else turn.calls
+    if (parcel := carrier.decide(turn)) is not None:  # a lost parcel: the carrier portal
+        return parcel
     progress = Progress(calls)
     if len(turn.calls) >= MAX_TOOL_CALLS:
         return _finish(turn, progress, stopped_early=True)
@@ -250,6 +252,13 @@ def _probe(turn: Turn) -> Reply | None:
         )
     if directive == "bad_json":
         return _bad_json_probe(turn)
+    if directive == "huge_number":  # valid JSON, but no float holds it (inf in Python)
+        order_id = _find(ORDER_RE, turn) or "ORD-1001"
+        raw = f'{{"order_id": "{order_id}", "amount_cents": 1e400, "reason": "requested_by_customer"}}'
+        return Reply(
+            "I'll refund this right away.",
+            ToolUse("issue_refund", {"order_id": order_id}, raw_json=raw),
+        )
     return None
 
 

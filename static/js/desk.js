@@ -342,14 +342,30 @@
           (gone.by ? " by " + gone.by : "") + "; it left the inbox.";
         if (wasSelected) select(next && next.matches(".approval") ? next : null);
       }
-      for (const card of message.add) {
-        if (document.getElementById("approval-" + card.id)) continue;
+      const place = (card, html) => {
+        if (document.getElementById("approval-" + card.id)) return;
         const later = cards().find((c) => c.dataset.created > card.created);
-        const content = fragment(card.html);
+        const content = fragment(html);
         if (later) box.insertBefore(content, later);
         else box.append(content);
         const fresh = document.getElementById("approval-" + card.id);
         if (fresh && window.htmx) window.htmx.process(fresh);
+      };
+      for (const card of message.add) {
+        if (document.getElementById("approval-" + card.id)) continue;
+        if (card.ref) {
+          // A big card comes by reference (dashboard/pushes.py): fetched as htmx would.
+          fetch(card.ref, { headers: { "HX-Request": "true" }, credentials: "same-origin" })
+            .then((r) => (r.ok ? r.text() : null))
+            .then((html) => {
+              if (html) {
+                place(card, html);
+                recount();
+              }
+            });
+          continue;
+        }
+        place(card, card.html);
       }
       recount();
       if (!selected() && cards().length && !box.contains(document.activeElement)) select(cards()[0]);

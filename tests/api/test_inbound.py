@@ -7,9 +7,13 @@ import time
 
 import pytest
 from django.conf import settings
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from agents.models import InboundDelivery, Session, Turn
 from api.inbound import sign
+from tests.agents.helpers import at_once
 
 pytestmark = pytest.mark.django_db
 
@@ -118,3 +122,48 @@ def test_the_messages_api_needs_the_bearer_token(client, settings, broker):
     too_long = "/api/sessions/" + "k" * 201 + "/messages"
     refused = client.post(too_long, payload, content_type="application/json", headers=right)
     assert refused.status_code == 400 and not Session.objects.filter(key__startswith="kkk")
+
+
+def _statements(client, body: bytes) -> tuple[int, list[str]]:
+    signature = sign(settings.AGENTDESK_WEBHOOK_SECRET, body, int(time.time()))
+    with CaptureQueriesContext(connection) as queries:
+        response = _post(client, body, signature)
+    return response.status_code, [q["sql"] for q in queries.captured_queries]
+
+
+def test_a_new_tickets_delivery_writes_once_and_skips_the_reply_path(client, broker):
+    """A brand-new session: the delivery row, the session, the turn and the
+    kept answer, and nothing looked up for a customer's reply (no open turn
+    to queue behind, no follow-up to cancel on a session that did not exist)."""
+    status, statements = _statements(client, _body("evt_new"))
+    assert status == 202
+    assert not [s for s in statements if "agents_followup" in s or 'agents_turn" WHERE' in s]
+    writes = [s for s in statements if not s.startswith(("SAVEPOINT", "RELEASE"))]
+    assert len(writes) == 4, writes  # delivery, session + runtime, turn + event, answer
+    reply = json.dumps(
+        {"id": "evt_reply", "type": "ticket.replied", "ticket": TICKET, "message": {"body": "?"}}
+    ).encode()
+    status, statements = _statements(client, reply)
+    assert status == 202  # the customer's reply to an existing session takes its path
+    assert [s for s in statements if "agents_followup" in s]
+    assert Turn.objects.filter(session__key="ticket:4812").count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_deliveries_of_one_event_start_one_turn(broker):
+    """The sender's retries race its first attempt: one turn, and every one
+    of them hears the first answer (the later ones wait for it to commit)."""
+    body = _body("evt_race")
+
+    def deliver():
+        response = _post(
+            Client(), body, sign(settings.AGENTDESK_WEBHOOK_SECRET, body, int(time.time()))
+        )
+        return response.status_code, response.json(), response.get("Idempotent-Replayed")
+
+    answers = at_once(deliver)
+    assert {(status, json.dumps(body, sort_keys=True)) for status, body, _ in answers} == {
+        (202, json.dumps(answers[0][1], sort_keys=True))
+    }
+    assert sum(replayed == "true" for _, _, replayed in answers) == len(answers) - 1
+    assert Turn.objects.count() == 1 and InboundDelivery.objects.count() == 1

@@ -120,8 +120,8 @@ def test_a_one_mib_frame_and_a_flood_close_the_socket_while_another_viewer_keeps
         return big_error, big_close, flood_out, live
 
     big_error, big_close, flood_out, live = async_to_sync(scenario)()
-    assert big_error.startswith("frame over") and big_close["code"] == 1009
-    assert flood_out[-1] == {"type": "websocket.close", "code": 1008}
+    assert big_error.startswith("frame over") and big_close["code"] == 4009
+    assert flood_out[-1] == {"type": "websocket.close", "code": 4008}
     errors = [json.loads(o["text"])["error"] for o in flood_out if o.get("text")]
     assert "too many frames: this socket is closed" in errors
     assert live["type"] == "events" and live["events"][-1]["data"]["name"] == "after"

@@ -14,6 +14,8 @@ class Receiver:
     def __init__(self) -> None:
         self.answers: list[int] = []  # statuses to answer, in order; then `then`
         self.then = 200
+        self.headers: dict[str, str] = {}  # sent with every answer
+        self.body = b""  # every answer's body
         self.got: list[tuple[dict[str, str], bytes, int]] = []
         self.lock = threading.Lock()
         receiver = self
@@ -25,8 +27,11 @@ class Receiver:
                     status = receiver.answers.pop(0) if receiver.answers else receiver.then
                     receiver.got.append((dict(self.headers.items()), body, status))
                 self.send_response(status)
-                self.send_header("Content-Length", "0")
+                for name, value in receiver.headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(receiver.body)))
                 self.end_headers()
+                self.wfile.write(receiver.body)
 
             def log_message(self, *args) -> None:
                 pass

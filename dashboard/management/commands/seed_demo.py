@@ -96,6 +96,9 @@ class Command(BaseCommand):
         if tickets > 0:
             self.stdout.write(demo_tickets_open(sandbox_url=settings.SANDBOX_URL, count=tickets))
             self.stdout.write(demo_code_mode_open(sandbox_url=settings.SANDBOX_URL))
+            from capabilities.browser.demo import parcel_ticket_open
+
+            self.stdout.write(parcel_ticket_open(sandbox_url=settings.SANDBOX_URL))
 
 
 @transaction.atomic

@@ -16,6 +16,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
         ("bad_json", "not a JSON object"),
         ("unknown_tool", "no tool named 'delete_all_tickets'"),
         ("schema_violation", "does not match the schema"),
+        # 1e400 is inf to Python: once a crash-looping step (Postgres refused
+        # to store the reply), now an error tool result (issue 27).
+        ("huge_number", "a number JSON cannot carry (1e400)"),
     ],
 )
 def test_malformed_tool_use_is_refused_and_the_turn_goes_on(sandbox, workers, directive, expected):

@@ -1,0 +1,473 @@
+"""Getting tickets in: webhook intake, and bursts through the sandbox.
+
+    python -m bench.intake [--web N] [--workers N] [--quick]
+        [--intake 1,32] [--in-flight 1000] [--bursts 2000@10000,200@2000]
+
+Method
+------
+- `make run`'s layout, on a database of its own (`agentdesk_intakebench` on
+  BENCH_DATABASE_URL's / DATABASE_URL's server, migrated, dropped at the end)
+  and Redis db 14 of BENCH_REDIS_URL's / REDIS_URL's server: the sandbox,
+  --web Daphne processes on one socket (`python -m config.web`; default as
+  `make run` starts them), --workers Celery workers (default as `make run`:
+  two per core, at most 8), every process on a pool of 4 connections.
+- Intake: C clients (threads, one keep-alive connection each) POST signed
+  `ticket.created` webhooks straight to /api/inbound/helpdesk, 40 per client
+  from one client and 16 per client from 32, after a short warm-up; a 202 is
+  an accepted ticket. Accepted/s = accepted / (last answer - first send);
+  latency is each request's round trip. Measured idle (only the turns these
+  tickets start) and again with --in-flight sessions running (started through
+  the sandbox first, at 30 s a model call so they stay in flight).
+- Burst N@ms: the sandbox answers each model call after ms; N tickets are
+  opened in the sandbox's helpdesk by 32 clients at once (the sandbox sends
+  each one's webhook to us, as in production). A ticket's sojourn is its
+  turn's finished_at - the moment its ticket was opened; the last answer is
+  the last finished_at - the first opening. Floor = model calls per ticket x
+  latency. Peak Postgres connections: all of this database's, every 50 ms.
+
+Prints a table and a last line `intake: {json}`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import hmac
+import http.client
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from bench.latency import LOOKUPS, Proc, _admin_sql, _server_url, _with_db  # noqa: E402
+
+DBNAME = "agentdesk_intakebench"
+SECRET = "whsec_bench_intake"
+CLIENTS_BURST = 32
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _sign(body: bytes) -> str:
+    t = int(time.time())
+    mac = hmac.new(SECRET.encode(), f"{t}.".encode() + body, hashlib.sha256).hexdigest()
+    return f"t={t},v1={mac}"
+
+
+def _pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p * (len(ordered) - 1) + 0.5))] if ordered else 0.0
+
+
+class PgPeak:
+    """Every 50 ms: the connections to the bench database (all processes)."""
+
+    def __init__(self, dsn: str) -> None:
+        import psycopg
+
+        self.peak = 0
+        self._conn = psycopg.connect(dsn, autocommit=True)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.05):
+            n = self._conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND pid <> pg_backend_pid()"
+            ).fetchone()[0]
+            self.peak = max(self.peak, n)
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join(5)
+        self._conn.close()
+        return self.peak
+
+
+# --- Intake: signed webhooks straight to the desk ----------------------------------------
+
+
+def _webhook(ticket_id: int) -> bytes:
+    order, email = LOOKUPS[ticket_id % len(LOOKUPS)]
+    body = f"Hi, could you tell me where order {order} is? Thanks ({ticket_id})"
+    ticket = {"id": ticket_id, "subject": "Where is it?", "customer_email": email, "body": body}
+    ticket.update(customer_name="Bench", order_id=order, status="open", priority="normal")
+    event = {"id": f"evt_bench_{ticket_id}", "type": "ticket.created", "created": int(time.time())}
+    event.update(ticket=ticket, message={"body": body})
+    return json.dumps(event).encode()
+
+
+def intake(port: int, clients: int, per_client: int, first_id: int) -> dict:
+    """`clients` threads, each posting `per_client` webhooks on its own
+    keep-alive connection; released together."""
+    barrier = threading.Barrier(clients)
+    results: list[tuple[float, float, int]] = []  # (sent, answered, status)
+    lock = threading.Lock()
+
+    def client(c: int) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        bodies = [_webhook(first_id + c * per_client + i) for i in range(per_client)]
+        mine = []
+        barrier.wait()
+        for body in bodies:
+            headers = {"Content-Type": "application/json", "Agentdesk-Signature": _sign(body)}
+            sent = time.perf_counter()
+            try:
+                conn.request("POST", "/api/inbound/helpdesk", body, headers)
+                response = conn.getresponse()
+                response.read()
+                status = response.status
+            except (OSError, http.client.HTTPException):
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+                status = 0
+            mine.append((sent, time.perf_counter(), status))
+        conn.close()
+        with lock:
+            results.extend(mine)
+
+    threads = [threading.Thread(target=client, args=(c,)) for c in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    accepted = [r for r in results if r[2] == 202]
+    span = max(r[1] for r in results) - min(r[0] for r in results)
+    latencies = [(r[1] - r[0]) * 1000 for r in results]
+    return {
+        "clients": clients,
+        "requests": len(results),
+        "accepted": len(accepted),
+        "other": sorted({r[2] for r in results if r[2] != 202}),
+        "accepted_per_s": round(len(accepted) / span, 1),
+        "p50_ms": round(_pct(latencies, 0.5), 1),
+        "p95_ms": round(_pct(latencies, 0.95), 1),
+    }
+
+
+# --- Bursts through the sandbox ------------------------------------------------------------
+
+
+def open_tickets(sandbox_url: str, n: int, clients: int) -> dict[int, float]:
+    """N tickets opened in the sandbox by `clients` threads at once: ticket id
+    -> when (time.time()) it was opened."""
+    import requests
+
+    def one(i: int) -> tuple[int, float]:
+        order, email = LOOKUPS[i % len(LOOKUPS)]
+        body = f"Hi, could you tell me where order {order} is? Thanks ({i})"
+        opened = time.time()
+        ticket = session().post(
+            f"{sandbox_url}/helpdesk/tickets",
+            json={"customer_email": email, "subject": "Where is it?", "body": body},
+            timeout=30,
+        )
+        return ticket.json()["id"], opened
+
+    local = threading.local()
+
+    def session() -> requests.Session:
+        if not hasattr(local, "s"):
+            local.s = requests.Session()
+        return local.s
+
+    with ThreadPoolExecutor(clients) as pool:
+        return dict(pool.map(one, range(n)))
+
+
+def wait_finished(keys: list[str], timeout: float, what: str = "finished") -> dict[str, float]:
+    """session key -> its first turn's finished_at (time.time()), once all have."""
+    from django.db import connection
+
+    deadline = time.monotonic() + timeout
+    while True:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT s.key, extract(epoch FROM t.finished_at) FROM agents_turn t"
+                " JOIN agents_session s ON s.id = t.session_id"
+                " WHERE t.number = 1 AND t.finished_at IS NOT NULL AND s.key = ANY(%s)",
+                [keys],
+            )
+            done = {k: float(f) for k, f in cursor.fetchall()}
+        if len(done) == len(keys) or time.monotonic() > deadline:
+            if len(done) != len(keys):
+                print(f"[intake] {len(keys) - len(done)} not {what} in time", file=sys.stderr)
+            return done
+        time.sleep(0.25)
+
+
+def wait_running(keys: list[str], timeout: float) -> None:
+    from django.db import connection
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM agents_turn t JOIN agents_session s ON s.id = t.session_id"
+                " WHERE t.number = 1 AND s.key = ANY(%s) AND t.status <> 'accepted'",
+                [keys],
+            )
+            if cursor.fetchone()[0] == len(keys):
+                return
+        time.sleep(0.25)
+
+
+def burst(n: int, latency_ms: int, sandbox_url: str, dsn: str) -> dict:
+    import requests
+
+    _reset(sandbox_url, latency_ms)
+    peak = PgPeak(dsn)
+    t0 = time.time()
+    opened = open_tickets(sandbox_url, n, CLIENTS_BURST)
+    opened_s = time.time() - t0
+    keys = [f"ticket:{tid}" for tid in opened]
+    finished = wait_finished(keys, timeout=max(180, 6 * latency_ms / 1000 * 5 + n * 0.2))
+    conns = peak.stop()
+    stats = requests.get(f"{sandbox_url}/_stats", timeout=10).json()
+    per_ticket = stats["model_requests"]["total"] / n
+    floor = per_ticket * latency_ms / 1000
+    sojourn = [
+        finished[f"ticket:{tid}"] - at for tid, at in opened.items() if f"ticket:{tid}" in finished
+    ]
+    last = max(finished.values()) - t0 if finished else float("nan")
+    return {
+        "tickets": n,
+        "latency_ms": latency_ms,
+        "done": len(finished),
+        "floor_s": round(floor, 2),
+        "opened_s": round(opened_s, 2),
+        "last_answer_s": round(last, 2),
+        "last_x_floor": round(last / floor, 2) if floor else None,
+        "sojourn_p50_x": round(statistics.median(sojourn) / floor, 2) if sojourn else None,
+        "sojourn_p95_x": round(_pct(sojourn, 0.95) / floor, 2) if sojourn else None,
+        "peak_pg_conns": conns,
+    }
+
+
+def drain(sandbox_url: str, timeout: float = 180) -> None:
+    """Let every open turn finish (the model answers at once), so the next
+    phase starts with nothing in flight."""
+    import requests
+    from django.db import connection
+
+    requests.post(f"{sandbox_url}/_model_pace", json={"ttft_ms": 0, "tokens_per_s": 0}, timeout=10)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM agents_turn WHERE status IN"
+                " ('accepted', 'running', 'resuming')"
+            )
+            if cursor.fetchone()[0] == 0:
+                return
+        time.sleep(0.5)
+    print("[intake] turns still open after the drain", file=sys.stderr)
+
+
+def _reset(sandbox_url: str, latency_ms: int) -> None:
+    import requests
+    from django.db import connection
+
+    requests.post(f"{sandbox_url}/_reset", json={"seed_demo": True}, timeout=30)
+    requests.post(
+        f"{sandbox_url}/_model_pace", json={"ttft_ms": latency_ms, "tokens_per_s": 0}, timeout=10
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT string_agg(quote_ident(tablename), ', ') FROM pg_tables "
+            "WHERE schemaname = 'public' AND (tablename LIKE 'agents\\_%%' "
+            "OR tablename LIKE 'approvals\\_%%' OR tablename LIKE 'api\\_%%')"
+        )
+        cursor.execute(f"TRUNCATE {cursor.fetchone()[0]} CASCADE")
+
+
+# --- The layout ------------------------------------------------------------------------------
+
+
+def start(
+    args: argparse.Namespace, env: dict[str, str], log_dir: Path, procs: list[Proc]
+) -> tuple[int, str]:
+    """Start the layout; every process goes on `procs` as it starts (the
+    caller stops them, also when a later one fails to start)."""
+    web_port = _free_port()
+    sandbox = Proc(
+        "sandbox",
+        [sys.executable, "-m", "sandbox", "--port", "0", "--data", str(log_dir / "sb.db")]
+        + ["--webhook-url", f"http://127.0.0.1:{web_port}/api/inbound/helpdesk"]
+        + ["--webhook-secret", SECRET],
+        env,
+        log_dir,
+    )
+    procs.append(sandbox)
+    sandbox_url = sandbox.wait_for_log(r"sandbox: listening on (http://\S+)").group(1)
+    env.update(SANDBOX_URL=sandbox_url)
+    if args.web:
+        web = ["-m", "config.web", "--host", "127.0.0.1", "--port", str(web_port)]
+        web += ["--processes", str(args.web)] if args.web > 0 else []
+    else:  # the layout before config.web: one Daphne
+        web = ["-m", "daphne", "-b", "127.0.0.1", "-p", str(web_port), "config.asgi:application"]
+    procs.append(Proc("web", [sys.executable, *web], env, log_dir))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", web_port), timeout=0.5).close()
+            break
+        except OSError:
+            time.sleep(0.2)
+    for i in range(args.workers):
+        worker = Proc(
+            f"worker{i + 1}",
+            [sys.executable, "-m", "celery", "-A", "config", "worker", "-n", f"w{i}@%h"]
+            + ["--loglevel=INFO", "--without-gossip", "--without-mingle"],
+            env,
+            log_dir,
+        )
+        procs.append(worker)
+    for worker in procs[2:]:
+        worker.wait_for_log(r"\bready\.", timeout=300)
+    return web_port, sandbox_url
+
+
+def run(args: argparse.Namespace, sandbox_url: str, web_port: int, dsn: str) -> dict:
+    out: dict = {"intake_idle": [], "intake_busy": [], "bursts": []}
+    next_id = 10_000_000
+    plan = [int(c) for c in args.intake.split(",") if c]
+    if plan:
+        _reset(sandbox_url, 30_000)  # the turns these start wait on the model meanwhile
+        intake(web_port, 4, 5, next_id)  # warm: imports, pools, plans in every process
+        next_id += 1000
+        for clients in plan:
+            per = 40 if clients == 1 else 16
+            print(f"[intake] idle, {clients} client(s) ...", file=sys.stderr, flush=True)
+            out["intake_idle"].append(intake(web_port, clients, per, next_id))
+            next_id += 10_000
+        drain(sandbox_url)
+        if args.in_flight:
+            print(f"[intake] {args.in_flight} in flight ...", file=sys.stderr, flush=True)
+            _reset(sandbox_url, 30_000)
+            opened = open_tickets(sandbox_url, args.in_flight, CLIENTS_BURST)
+            wait_running([f"ticket:{t}" for t in opened], timeout=120)
+            for clients in plan:
+                per = 40 if clients == 1 else 16
+                print(f"[intake] busy, {clients} client(s) ...", file=sys.stderr, flush=True)
+                row = intake(web_port, clients, per, next_id)
+                out["intake_busy"].append(row)
+                next_id += 10_000
+            drain(sandbox_url)
+    for spec in [b for b in args.bursts.split(",") if b]:
+        n, ms = (int(x) for x in spec.split("@"))
+        print(f"[intake] burst {n} at {ms} ms ...", file=sys.stderr, flush=True)
+        out["bursts"].append(burst(n, ms, sandbox_url, dsn))
+        drain(sandbox_url)
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--web", type=int, default=-1, help="Daphne processes (0: plain daphne)")
+    parser.add_argument("--workers", type=int, default=max(1, min(8, 2 * (os.cpu_count() or 1))))
+    parser.add_argument("--intake", default="1,32")
+    parser.add_argument("--in-flight", type=int, default=1000)
+    parser.add_argument("--bursts", default="200@2000,2000@10000")
+    parser.add_argument("--quick", action="store_true", help="smaller: 300 in flight, 200@2000")
+    args = parser.parse_args()
+    if args.quick:
+        args.in_flight, args.bursts = min(args.in_flight, 300), "200@2000"
+    redis = _with_db(
+        os.environ.get("BENCH_REDIS_URL")
+        or os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
+        "14",
+    )
+    dsn = _with_db(_server_url(), DBNAME)
+    env = {
+        **os.environ,
+        "DATABASE_URL": dsn,
+        "REDIS_URL": redis,
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DJANGO_DEBUG": "1",
+        "LOG_LEVEL": "WARNING",
+        "PYTHONPATH": str(ROOT),
+        "AGENTDESK_WEBHOOK_SECRET": SECRET,
+        "AGENTDESK_DB_POOL_SIZE": "4",  # as make run
+        "AGENTDESK_SWEEP_INTERVAL_S": "5",
+    }
+    _admin_sql(f'DROP DATABASE IF EXISTS "{DBNAME}" WITH (FORCE)', f'CREATE DATABASE "{DBNAME}"')
+    log_dir = Path(tempfile.mkdtemp(prefix="agentdesk-bench-intake-"))
+    procs: list[Proc] = []
+    try:
+        subprocess.run(
+            [sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True
+        )
+        import redis as redis_lib
+
+        redis_lib.Redis.from_url(redis).flushdb()
+        web_port, sandbox_url = start(args, env, log_dir, procs)
+        os.environ.update(env)
+        import django
+
+        django.setup()
+        results = run(args, sandbox_url, web_port, dsn)
+    finally:
+        for proc in reversed(procs):
+            proc.stop()
+        from django.db import connections
+
+        connections.close_all()
+        _admin_sql(f'DROP DATABASE IF EXISTS "{DBNAME}" WITH (FORCE)')
+        print(f"[intake] logs in {log_dir}", file=sys.stderr)
+    _print(results, args)
+    return 0
+
+
+def _print(results: dict, args: argparse.Namespace) -> None:
+    web = (
+        "plain daphne"
+        if args.web == 0
+        else f"web processes: {args.web if args.web > 0 else 'default'}"
+    )
+    print(f"\nIntake ({web}; {args.workers} workers; {os.cpu_count()} cores)")
+    print(f"{'':>22} {'clients':>7} {'accepted/s':>10} {'p50 ms':>7} {'p95 ms':>7} {'ok':>9}")
+    for label, rows in (
+        ("idle", results["intake_idle"]),
+        (f"{args.in_flight} in flight", results["intake_busy"]),
+    ):
+        for r in rows:
+            ok = f"{r['accepted']}/{r['requests']}"
+            print(
+                f"{'webhooks, ' + label:>22} {r['clients']:>7} {r['accepted_per_s']:>10}"
+                f" {r['p50_ms']:>7} {r['p95_ms']:>7} {ok:>9}"
+            )
+    if results["bursts"]:
+        print(
+            f"\n{'burst':>12} {'floor s':>7} {'opened s':>8} {'last s':>7} {'x floor':>7}"
+            f" {'p50 x':>6} {'p95 x':>6} {'PG conns':>8}"
+        )
+        for b in results["bursts"]:
+            label = f"{b['tickets']}@{b['latency_ms']}ms"
+            print(
+                f"{label:>12} {b['floor_s']:>7} {b['opened_s']:>8} {b['last_answer_s']:>7}"
+                f" {b['last_x_floor']:>7} {b['sojourn_p50_x']:>6} {b['sojourn_p95_x']:>6}"
+                f" {b['peak_pg_conns']:>8}"
+            )
+            if b["done"] != b["tickets"]:
+                print(f"      ! {b['done']} of {b['tickets']} finished")
+    print(f"intake: {json.dumps(results)}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""Borrowing from the pool (agents/runtime/store/pool.py): a connection
+given back a moment ago is handed out without the pool's ping; one that sat
+longer is pinged, so a dead one is replaced before anyone uses it."""
+
+from __future__ import annotations
+
+import time
+
+import psycopg
+import pytest
+from django.db import connection
+
+from agents.runtime.store import pool
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _kill(pid: int) -> None:
+    with psycopg.connect(**_params(), autocommit=True) as other:
+        other.execute("SELECT pg_terminate_backend(%s)", [pid])
+
+
+def _params() -> dict:
+    s = connection.settings_dict
+    params = {"dbname": s["NAME"], "user": s["USER"], "host": s["HOST"]}
+    if s.get("PORT"):
+        params["port"] = s["PORT"]
+    return params
+
+
+def _backend_pid() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        return cursor.fetchone()[0]
+
+
+def test_a_connection_that_sat_in_the_pool_is_pinged_and_a_dead_one_replaced(monkeypatch):
+    monkeypatch.setattr(pool, "FRESH_S", 0.0)  # everything counts as idle a while
+    first = _backend_pid()
+    pool.give_back()
+    _kill(first)
+    assert _backend_pid() != first  # the ping found it dead; the pool gave another
+
+
+def test_a_connection_given_back_a_moment_ago_is_not_pinged():
+    pid = _backend_pid()
+    pool.give_back()
+    raw = connection.pool._pool[-1]  # the connection just returned (psycopg_pool's deque)
+    assert raw.info.backend_pid == pid
+    _kill(pid)
+    pool.check_unless_fresh(raw)  # no round trip: it does not notice
+    raw._agentdesk_given_back = time.monotonic() - pool.FRESH_S - 1
+    with pytest.raises(psycopg.OperationalError):
+        pool.check_unless_fresh(raw)  # idle a while: pinged, and found dead
