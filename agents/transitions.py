@@ -43,9 +43,20 @@ TOOL_MOVES: dict[str, frozenset[str]] = {
     # ...denied when its approval lapsed before it could start (approvals.services).
     C.APPROVED: frozenset({C.RUNNING, C.CANCELED, C.DENIED}),
     # ...a running delegate call parks on its child, and a call that gates
-    # inside (Code Mode, the browser) waits on an inner step's approval.
+    # inside (Code Mode, the browser) waits on an inner step's approval; a
+    # call that certainly never left (the provider refused the connection)
+    # goes back to wait for its retry (runtime/store/control.py::retry_call_later).
     C.RUNNING: frozenset(
-        {C.SUCCEEDED, C.FAILED, C.IN_DOUBT, C.RUNNING, C.WAITING_SUBAGENT, C.WAITING}
+        {
+            C.SUCCEEDED,
+            C.FAILED,
+            C.IN_DOUBT,
+            C.RUNNING,
+            C.WAITING_SUBAGENT,
+            C.WAITING,
+            C.PENDING,
+            C.APPROVED,
+        }
     ),
     # A human resolves an in-doubt call: retry it (approved), or say what happened.
     C.IN_DOUBT: frozenset({C.APPROVED, C.SUCCEEDED, C.FAILED, C.CANCELED}),

@@ -10,10 +10,14 @@ from celery.signals import (
     worker_shutdown,
 )
 
+from config import broker
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
+broker.patch_kombu()  # a Redis outage must not stop a worker (config/broker.py)
 app = Celery("agentdesk")
 app.config_from_object("django.conf:settings", namespace="CELERY")
+app.steps["consumer"].add(broker.BrokerWatch)  # logs and counts losses of the broker
 app.autodiscover_tasks()
 
 
@@ -32,6 +36,7 @@ def _start_sweeper_thread(**_: object) -> None:
     from agents.runtime import watchdog
 
     watchdog.start()
+    broker.quiet_cancel_warning()
 
 
 @worker_shutdown.connect

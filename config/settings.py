@@ -182,8 +182,13 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1  # a busy worker does not hoard messages
 # connection. The README ("Sizing") says how to choose the number.
 CELERY_WORKER_POOL = env_str("AGENTDESK_WORKER_POOL", "threads")
 CELERY_WORKER_CONCURRENCY = env_int("AGENTDESK_WORKER_SLOTS", 200)
-CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
+# A broker outage of any length is lived through (config/broker.py): retry
+# for ever (every 1, 2 ... at most 5 s: config/broker.Consumer), and leave
+# running tasks running (they are triggers; every step they take is fenced).
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+CELERY_WORKER_CONSUMER = "config.broker:Consumer"  # reconnects every <= 5 s
 # One advance task runs at most AGENTDESK_TASK_SLICE_S of steps and then
 # re-enqueues itself, so a task lives at most one slice plus its longest step
 # (a model call with its retries). The hard time limit sits above that, and
@@ -200,6 +205,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600),
     "priority_steps": [0, 3, 6, 9],
     "queue_order_strategy": "priority",
+    # A broker across a cut link must not hold a slot's send (or the
+    # consumer) for the kernel's minutes: give up and let retries speak.
+    "socket_connect_timeout": 5,
 }
 CELERY_BEAT_SCHEDULE = {
     "sweep-sessions": {
@@ -370,6 +378,14 @@ AGENTDESK_SWEEP_GRACE_S = env_float("AGENTDESK_SWEEP_GRACE_S", 2.0)
 # (agents/runtime/watchdog.py); beat also sends a sweep task as often.
 AGENTDESK_SWEEP_INTERVAL_S = env_float("AGENTDESK_SWEEP_INTERVAL_S", 2.0)
 AGENTDESK_TOOL_RETRIES = env_int("AGENTDESK_TOOL_RETRIES", 3)
+# A tool whose provider refuses every quick try (NotSent: nothing left) is
+# tried again this many times more, with the step backoff (2, 4, 8, 16 s),
+# before the model is told it failed (runtime/engine.py, issue 26).
+AGENTDESK_TOOL_UNAVAILABLE_RETRIES = env_int("AGENTDESK_TOOL_UNAVAILABLE_RETRIES", 4)
+# A record that loses its database connection is tried again on a new one for
+# this long while its fence holds (runtime/store/retry.py): the step's model
+# call or tool call is done, and giving up would pay for it twice.
+AGENTDESK_RECORD_RETRY_S = env_float("AGENTDESK_RECORD_RETRY_S", 20.0)
 
 # --- Capabilities (capabilities/) -----------------------------------
 # MCP servers, as JSON: {"docs": {"transport": "stdio", "command": ["python",

@@ -17,3 +17,6 @@ urlpatterns = [
     path("metrics", metrics, name="metrics"),  # Prometheus (agents/observability)
     path("", include("dashboard.urls")),
 ]
+
+# A database that is away is a 503 with a page that says so (config/errors.py).
+handler500 = "config.errors.server_error"

@@ -11,7 +11,16 @@ process prints goes to .data/logs/<name>.log, and web, worker and beat also
 write every log record as JSON to .data/logs/<name>.jsonl (housekeeping
 included, at DEBUG). AGENTDESK_RUN_VERBOSE=1 shows every line in the terminal.
 Ctrl-C or SIGTERM stops the app processes first, then Redis, then PostgreSQL,
-and exits 0. If a child dies on its own, everything stops and we exit 1.
+and exits 0; nothing else stops everything. A process that dies on its own
+once everything is up (a worker SIGKILLed, the sandbox crashed, Redis gone)
+is started again with backoff (1 s, 2 s, 4 s ... at most 30 s; back to 1 s
+once it has stayed up a minute), and the terminal says so with the end of
+its log. During start-up a process that dies stops the run: that is a
+configuration problem, and the terminal says which.
+
+To add a long-running process, call `sup.service(name, args, env)` in the
+order things should start (they stop in reverse); it is supervised like
+every other.
 Data lives in `.data/` (git-ignored), so a second run picks up where the
 first left off.
 
@@ -37,7 +46,8 @@ from urllib.parse import urlsplit
 from config import embedded
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT / ".data"
+# AGENTDESK_DATA_DIR: another place for all of it (tests run a second one).
+DATA = Path(os.environ.get("AGENTDESK_DATA_DIR") or ROOT / ".data")
 PY = sys.executable
 HOST = embedded.HOST
 DEMO_PASSWORD_DEFAULT = "agentdesk-demo"  # same default as seed_demo
@@ -68,12 +78,37 @@ class Interrupted(Exception):
     """Ctrl-C or SIGTERM arrived while starting up."""
 
 
+# Restart backoff for a process that died on its own: 1, 2, 4 ... 30 s,
+# reset once it has stayed up RESTART_RESET_S.
+RESTART_FIRST_S = 1.0
+RESTART_MAX_S = 30.0
+RESTART_RESET_S = 60.0
+
+
 class Child:
     def __init__(self, name: str, popen: subprocess.Popen[bytes], log: Path) -> None:
         self.name = name
         self.popen = popen
         self.log = log
         self.reader: threading.Thread | None = None
+        self.started_at = time.monotonic()
+
+
+class Service:
+    """A long-running child and how to start it again: the supervisor keeps
+    it running (restarted with backoff after a death) until Ctrl-C."""
+
+    def __init__(self, name: str, args: list[str], env: dict[str, str], popen: dict) -> None:
+        self.name = name
+        self.args = args
+        self.env = env
+        self.popen = popen
+        self.child: Child | None = None
+        self.restarts = 0  # in a row, each soon after the one before
+        self.restart_at: float | None = None  # monotonic, while it waits to start again
+
+    def backoff_s(self) -> float:
+        return min(RESTART_MAX_S, RESTART_FIRST_S * 2 ** max(0, self.restarts - 1))
 
 
 # Which lines of a child a person sees in the terminal (all of them are in its
@@ -120,6 +155,7 @@ class Terminal:
 class Supervisor:
     def __init__(self) -> None:
         self.children: list[Child] = []
+        self.services: list[Service] = []
         self.stopping = threading.Event()
         # Re-entrant: the signal handler prints, and may interrupt a print.
         self.print_lock = threading.RLock()
@@ -157,7 +193,7 @@ class Supervisor:
             tail = child.log.read_text(errors="replace").splitlines()[-lines:]
         except FileNotFoundError:
             return
-        self.say("run", f"the last lines of {child.log.relative_to(ROOT)}:")
+        self.say("run", f"the last lines of {_shown(child.log)}:")
         for line in tail:
             self.say(child.name, line)
 
@@ -182,6 +218,57 @@ class Supervisor:
         child.reader.start()
         self.children.append(child)
         return child
+
+    def service(self, name: str, args: list[str], env: dict[str, str], **popen: object) -> Service:
+        """Start a long-running process the supervisor keeps running."""
+        service = Service(name, args, env, popen)
+        service.child = self.start(name, args, env, **popen)
+        self.services.append(service)
+        return service
+
+    def keep_running(self) -> None:
+        """One pass of supervision: restart what died, when its backoff is up."""
+        now = time.monotonic()
+        for service in self.services:
+            child = service.child
+            if service.restart_at is None and child is not None and child.popen.poll() is None:
+                if service.restarts and now - child.started_at > RESTART_RESET_S:
+                    service.restarts = 0  # it has settled: the next death starts at 1 s
+                continue
+            if service.restart_at is None:  # it died just now
+                assert child is not None
+                self._reap(child)
+                if now - child.started_at > RESTART_RESET_S:
+                    service.restarts = 0
+                service.restarts += 1
+                delay = service.backoff_s()
+                service.restart_at = now + delay
+                self.tell_log(child)
+                self.say(
+                    "run",
+                    f"{service.name} exited on its own ({_exit_status(child.popen.returncode)}); "
+                    f"starting it again in {delay:g}s (restart {service.restarts} in a row)",
+                )
+            elif now >= service.restart_at:
+                service.restart_at = None
+                new = self.start(service.name, service.args, service.env, **service.popen)
+                self._replace(child, new)
+                service.child = new
+                self.say("run", f"{service.name} started again (pid {new.popen.pid})")
+
+    def _reap(self, child: Child) -> None:
+        # Whatever is left of its group (a prefork worker's children) goes too.
+        _signal_group(child.popen.pid, signal.SIGKILL)
+        if child.reader:
+            child.reader.join(timeout=2)
+
+    def _replace(self, old: Child | None, new: Child) -> None:
+        """The new child takes the old one's place: the stop order stays."""
+        self.children.remove(new)  # start() appended it
+        if old is not None and old in self.children:
+            self.children[self.children.index(old)] = new
+        else:
+            self.children.append(new)
 
     def run_once(self, name: str, args: list[str], env: dict[str, str], **popen: object) -> None:
         """Run a one-shot command (initdb, migrate, seed) to completion, or abort."""
@@ -239,6 +326,16 @@ class Supervisor:
             if time.monotonic() > deadline:
                 raise Abort(f"timed out after {timeout:.0f}s waiting for {what}")
             time.sleep(0.2)
+
+
+def _shown(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def _exit_status(code: int | None) -> str:
+    if code is not None and code < 0:
+        return f"killed by {signal.Signals(-code).name}"
+    return f"exit code {code}"
 
 
 def _signal(pid: int, sig: int) -> None:
@@ -306,9 +403,9 @@ def start_postgres(sup: Supervisor, port: int) -> str:
         )
     env = embedded.pg_env()
     if embedded.pg_needs_initdb(pgdata):
-        sup.say("run", f"initialising PostgreSQL in {pgdata.relative_to(ROOT)}")
+        sup.say("run", f"initialising PostgreSQL in {_shown(pgdata)}")
         sup.run_once("postgres", embedded.initdb_command(pgdata), env, **run_as)
-    sup.start("postgres", embedded.postgres_command(pgdata, port), env, **run_as)
+    sup.service("postgres", embedded.postgres_command(pgdata, port), env, **run_as)
     sup.wait_until("PostgreSQL", lambda: embedded.pg_ready(port), timeout=60)
     embedded.pg_create_database(port, "agentdesk")
     return f"postgres://postgres@{HOST}:{port}/agentdesk"
@@ -321,7 +418,7 @@ def start_redis(sup: Supervisor, port: int) -> str:
         args = embedded.redis_command(data, port)
     except embedded.EmbeddedError as exc:
         raise Abort(str(exc)) from None
-    sup.start("redis", args, dict(os.environ))
+    sup.service("redis", args, dict(os.environ))
     sup.wait_until("Redis", lambda: embedded.redis_ready(port), timeout=30)
     return f"redis://{HOST}:{port}/0"
 
@@ -356,9 +453,9 @@ def start_app(sup: Supervisor, env: dict[str, str], web_port: int, sandbox: tupl
     sup.run_once("migrate", [*manage, "migrate", "--no-input"], env)
     # What happens on the desk, one line each (dashboard/management/commands/
     # narrate.py); before the sandbox, whose first ticket comes at once.
-    sup.start("desk", [*manage, "narrate", "--url", f"http://{HOST}:{web_port}"], env)
+    sup.service("desk", [*manage, "narrate", "--url", f"http://{HOST}:{web_port}"], env)
     sb_host, sb_port = sandbox
-    sup.start(
+    sup.service(
         "sandbox",
         [PY, "-m", "sandbox", "--host", sb_host, "--port", str(sb_port)]
         + ["--data", str(DATA / "sandbox.sqlite3"), "--seed-demo", "--rate", "2"]
@@ -370,7 +467,7 @@ def start_app(sup: Supervisor, env: dict[str, str], web_port: int, sandbox: tupl
     # One Daphne process per core (at most 4; AGENTDESK_WEB_PROCESSES) on one
     # socket (config/web.py): webhooks, the API and the desk's writes are not
     # queued behind one interpreter. README "Sizing".
-    sup.start(
+    sup.service(
         "web",
         [PY, "-m", "config.web", "--host", HOST, "--port", str(web_port)]
         + ["--access-log", str(LOGS / "web-access.log")],
@@ -390,9 +487,9 @@ def start_app(sup: Supervisor, env: dict[str, str], web_port: int, sandbox: tupl
     for i in range(count):
         name = "worker" if count == 1 else f"worker{i + 1}"
         args = [*celery, "worker", "--loglevel=INFO", "-n", f"{name}@%h"]
-        sup.start(name, args, worker_env)
+        sup.service(name, args, worker_env)
     schedule = str(DATA / "celerybeat-schedule")
-    sup.start("beat", [*celery, "beat", "--loglevel=INFO", "--schedule", schedule], env)
+    sup.service("beat", [*celery, "beat", "--loglevel=INFO", "--schedule", schedule], env)
     # Last, so the tickets' webhooks find web listening and a worker to run them.
     sup.run_once("seed", [*manage, "seed_demo"], env)
 
@@ -435,7 +532,7 @@ def banner(sup: Supervisor, web_port: int, password: str) -> None:
         *(f"  {user:<10} {password}" for user in ("support", "approver", "admin")),
         "",
         *browser_note(),
-        f"Logs: {LOGS.relative_to(ROOT)}/ (<process>.jsonl: every record as JSON).",
+        f"Logs: {_shown(LOGS)}/ (<process>.jsonl: every record as JSON).",
         "Ctrl-C stops everything.",
         "",
     ]
@@ -496,12 +593,9 @@ def supervise(sup: Supervisor) -> int:
     start_app(sup, env, web_port, sandbox)
     banner(sup, web_port, env["AGENTDESK_DEMO_PASSWORD"])
 
+    # Only Ctrl-C (or SIGTERM) ends this: a process that dies is started again.
     while not sup.stopping.wait(0.2):
-        dead = sup.dead_child()
-        if dead is not None:
-            sup.tell_log(dead)
-            sup.say("run", f"{dead.name} exited unexpectedly (code {dead.popen.returncode})")
-            return 1
+        sup.keep_running()
     return 0
 
 

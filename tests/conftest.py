@@ -131,8 +131,8 @@ class Workers:
         self.procs.append(proc)
         return proc
 
-    def beat(self) -> Proc:
-        proc = start_beat(self.env, self.log_dir)
+    def beat(self, **env: str) -> Proc:
+        proc = start_beat({**self.env, **env}, self.log_dir)
         self.procs.append(proc)
         return proc
 

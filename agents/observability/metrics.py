@@ -29,6 +29,7 @@ from prometheus_client import (
     REGISTRY,
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     generate_latest,
     values,
@@ -103,6 +104,23 @@ LOGIN_FAILURES = Counter(
 LOGIN_LOCKOUTS = Counter(
     "agentdesk_login_lockouts",
     "Log-in lockouts: a user name or client address reached AXES_FAILURE_LIMIT",
+)
+# The broker (config/broker.py): a worker loses Redis, goes on, comes back.
+BROKER_DISCONNECTS = Counter(
+    "agentdesk_broker_disconnects",
+    "Broker connections lost, by process kind (the process lived on)",
+    ["process"],
+)
+BROKER_RECONNECTS = Counter(
+    "agentdesk_broker_reconnects",
+    "Broker connections made again after a loss, by process kind",
+    ["process"],
+)
+BROKER_DOWN = Gauge(
+    "agentdesk_broker_down",
+    "Live processes without their broker connection now, by process kind",
+    ["process"],
+    multiprocess_mode="livesum",
 )
 APPROVAL_SECONDS = Histogram(
     "agentdesk_approval_decision_seconds",

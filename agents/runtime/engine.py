@@ -87,6 +87,9 @@ def _drive(session_id: int, owner: Owner) -> None:
         except store.LostClaim:
             log.warning("session %s: claim lost, stopping", session_id)
             return
+        except store.Recorded:  # its answer was lost, not its commit: carry on from it
+            store.abandon(claimed)
+            return
         except BaseException:
             # A bug, or the database gone mid-step. This process lives on, so
             # its liveness lock would keep the session ours forever: let go
@@ -117,8 +120,8 @@ def _run_turn(claimed: Claimed, deadline: float) -> Stop:
             return Stop.TURN_ENDED
         call = claimed.next_unresolved()
         if call is not None:
-            if _tool_step(claimed, profile, call) is Stop.PARKED:
-                return Stop.PARKED
+            if (stop := _tool_step(claimed, profile, call)) is not None:
+                return stop  # parked, or retried later (its provider is down)
             continue
         if time.monotonic() > deadline:
             return Stop.SLICE_OVER
@@ -159,6 +162,7 @@ def _tool_step(claimed: Claimed, profile: Profile, call: CallState) -> Stop | No
         ) is not None:
             call.status, call.output = S.DENIED, note
             return _tool_step(claimed, profile, call)
+    before = call.status if call.status in (S.PENDING, S.APPROVED) else S.PENDING
     if call.status in (S.PENDING, S.APPROVED):
         store.mark_running(claimed, call)
     tool = profile.tool(call.name)
@@ -170,7 +174,10 @@ def _tool_step(claimed: Claimed, profile: Profile, call: CallState) -> Stop | No
     # A tool that gates inside judges its own inner steps (agents/gate.py):
     # it is run again and resumes from its log.
     if reissued and tool.kind == Kind.NOT_IDEMPOTENT and not tool.gated_inside:
-        note = "The worker running this call died mid-call; it may or may not have happened."
+        note = (
+            "The slot running this call lost its claim mid-call (its worker died, or lost "
+            "its database connection); the call may or may not have happened."
+        )
         store.mark_in_doubt(claimed, call, note)
         return Stop.PARKED
     if reissued:  # read-only or idempotent by key: safe to send again, same key
@@ -188,6 +195,13 @@ def _tool_step(claimed: Claimed, profile: Profile, call: CallState) -> Stop | No
     step = observe.tool_step(claimed, call)  # metrics, span, log context
     pool.give_back()  # the call may take seconds: hold no connection meanwhile
     outcome = tooling.execute(tool, context, call.input)
+    if outcome.status == tooling.NOT_SENT:  # it never left: wait for the provider
+        if call.attempts <= settings.AGENTDESK_TOOL_UNAVAILABLE_RETRIES:
+            step.end("retry_later")
+            delay = store.retry_call_later(claimed, call, before, outcome.content)
+            dispatch.enqueue(claimed.session_id, countdown=delay)
+            return Stop.RETRY_LATER
+        outcome = tooling.Outcome(S.FAILED, outcome.content, is_error=True)  # tell the model
     if outcome.status == S.WAITING_SUBAGENT:  # handed to a sub-agent: park until it answers
         step.end(outcome.status)
         return Stop.PARKED if hooks.call_waiting(claimed, call) else None
@@ -198,7 +212,27 @@ def _tool_step(claimed: Claimed, profile: Profile, call: CallState) -> Stop | No
         store.mark_in_doubt(claimed, call, outcome.content)
         step.end(outcome.status)
         return Stop.PARKED
-    _record(claimed, call, outcome, ms=_ms(started), reissued=reissued)
+    try:
+        _record(claimed, call, outcome, ms=_ms(started), reissued=reissued)
+    except store.LostClaim:  # what we learned is evidence for whoever decides the call now
+        try:
+            store.note_late_outcome(
+                claimed,
+                call,
+                status=outcome.status,
+                content=outcome.content,
+                external_id=outcome.external_id,
+            )
+        except Exception:  # the database away too: the log keeps it
+            log.warning(
+                "session %s: %s ended %s after the claim was lost; could not note it: %s",
+                claimed.session_id,
+                call.name,
+                outcome.status,
+                outcome.content[:500],
+                exc_info=True,
+            )
+        raise
     step.end(outcome.status)
     return None
 
@@ -232,15 +266,18 @@ def _record(
         data["error"] = outcome.content[:300]
     if reissued:
         data["reissued"] = True
-    store.record_tool_result(
+    store.record_retrying(  # the call happened: a lost connection must not undo that
         claimed,
-        call,
-        content=content,
-        is_error=outcome.is_error,
-        status=outcome.status,
-        external_id=outcome.external_id,
-        data=data,
-        next_call=claimed.next_to_run_after(call),
+        lambda: store.record_tool_result(
+            claimed,
+            call,
+            content=content,
+            is_error=outcome.is_error,
+            status=outcome.status,
+            external_id=outcome.external_id,
+            data=data,
+            next_call=claimed.next_to_run_after(call),
+        ),
     )
 
 
@@ -340,6 +377,14 @@ def _stop_outcome(claimed: Claimed, reply: ModelReply) -> tuple[bool, str]:
 def _record_reply(claimed: Claimed, profile: Profile, reply: ModelReply, ms: int) -> None:
     calls, approvals, refusals = _triage_calls(claimed, profile, reply)
     finish, failure = _stop_outcome(claimed, reply)
+    if finish and (undone := store.undone_actions(claimed)):
+        # The customer did not get what the turn was for (a reply, a refund):
+        # not a success; a failed turn is on the desk's list for a person.
+        finish = False
+        failure = (
+            f"{', '.join(undone)} could not be done: the provider stayed unreachable "
+            "through every retry. A person must follow up with the customer."
+        )
     # Names only: ids, inputs and statuses are on the tool call rows; every
     # byte here is written on every step.
     summary = [c["name"] for c in calls]
@@ -360,16 +405,19 @@ def _record_reply(claimed: Claimed, profile: Profile, reply: ModelReply, ms: int
     event_list.extend({"kind": "tool.refused", "data": r} for r in refusals)
     if finish:
         event_list.append({"kind": "turn.succeeded", "data": {"number": claimed.turn_number}})
-    _, ids = store.record_reply(
+    _, ids = store.record_retrying(  # the model was paid: a lost connection must not undo that
         claimed,
-        content=reply.content,
-        calls=calls,
-        approvals=approvals,
-        event_list=event_list,
-        in_tokens=reply.input_tokens,
-        out_tokens=reply.output_tokens,
-        finish=finish,
-        cost_micros=cost,
+        lambda: store.record_reply(
+            claimed,
+            content=reply.content,
+            calls=calls,
+            approvals=approvals,
+            event_list=event_list,
+            in_tokens=reply.input_tokens,
+            out_tokens=reply.output_tokens,
+            finish=finish,
+            cost_micros=cost,
+        ),
     )
     _spent(claimed, reply.input_tokens + reply.output_tokens, cost)
     claimed.calls = [CallState.from_recorded(c, ids[c["tool_use_id"]]) for c in calls]

@@ -22,8 +22,13 @@ computing, and the sweeper then hands its sessions to another slot. So every
 claim also bumps the session's fencing token, and every record statement
 carries the token it was claimed with; a stale slot's writes match no row
 and it stops (store.LostClaim). Losing the liveness connection makes this
-process take a NEW key: every claim made under the old one is treated as a
-dead owner's, and fenced off.
+process take its lock again, with the SAME key while that is free (unless
+another process drew it meanwhile): its slots were alive all along, and a
+session the sweeper did not take over in the gap stays theirs, so a
+connection blip does not pay again for every model call in flight (issue
+26). A session taken over in the gap is fenced off as before: its old slot's
+record matches no row (store.LostClaim). With the key taken, a new one is
+drawn and every claim made under the old one is a dead owner's.
 
 Postgres connections: the liveness lock is one connection per process; all
 claim and record work borrows from the process's small pool (settings'
@@ -78,6 +83,7 @@ class _Liveness:
         self._lock = threading.Lock()
         self._conn: psycopg.Connection | None = None
         self._key = 0
+        self._last_key = 0  # held before the connection was lost: taken again if free
 
     def key(self) -> int:
         """The key of a lock this process holds right now (taken on first use)."""
@@ -99,7 +105,7 @@ class _Liveness:
             with self._lock:
                 conn.execute("SELECT 1")
         except psycopg.Error:
-            log.warning("liveness connection lost; taking a new liveness lock", exc_info=True)
+            log.warning("liveness connection lost; taking the liveness lock again", exc_info=True)
             self.close()
             self.key()
 
@@ -119,11 +125,12 @@ class _Liveness:
             except psycopg.Error:
                 pass
         conn = psycopg.connect(**_connect_params(), autocommit=True)
+        previous = self._last_key
         for _ in range(100):  # a taken key (another process drew it) is drawn again
-            key = random.randint(1, 2**31 - 1)
+            key, previous = previous or random.randint(1, 2**31 - 1), 0
             row = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", [LOCK_CLASS, key]).fetchone()
             if row[0]:
-                self._conn, self._key = conn, key
+                self._conn, self._key, self._last_key = conn, key, key
                 log.info("worker %s holds liveness lock %s", process_name(), key)
                 return
         conn.close()

@@ -1,7 +1,11 @@
 """Running one tool call and sorting its outcome into a status.
 
 The rules (see agents/tools/base.py for the kinds):
-- a request that certainly never left is retried, whatever the kind;
+- a request that certainly never left is retried, whatever the kind: a few
+  quick tries here, then (NOT_SENT) the engine puts the step back and tries
+  it again later with the step backoff, as for a model that is down; only
+  when those run out is the model told (a `failed` call, UNAVAILABLE in its
+  output, which a turn that ends afterwards answers for: engine.py);
 - an unknown outcome is retried with the same idempotency key when the tool
   is read-only or idempotent by key, and becomes `in_doubt` at once when it
   is not: nothing here ever resends a non-idempotent request;
@@ -31,6 +35,7 @@ from agents.per_process import PerProcess
 from agents.runtime.store import pool
 from agents.runtime.store.lock import LostClaim
 from agents.tools.base import (
+    UNAVAILABLE,
     Kind,
     NotSent,
     OutcomeUnknown,
@@ -43,6 +48,11 @@ from agents.tools.sanitize import clean  # error text reaches the model and the 
 
 log = logging.getLogger(__name__)
 S = ToolCall.Status
+
+
+# Not a ToolCall status: every quick try was refused before it left (the
+# provider is down); the engine retries the step later (engine._tool_step).
+NOT_SENT = "not_sent"
 
 
 @dataclass(frozen=True)
@@ -88,7 +98,8 @@ def execute(tool: Tool, ctx: ToolContext, arguments: dict[str, Any]) -> Outcome:
     if isinstance(last, OutcomeUnknown) and tool.kind == Kind.IDEMPOTENT_BY_KEY:
         # Still unknown after retries; a human may retry later with the same key.
         return Outcome(S.IN_DOUBT, clean(f"Outcome unknown after {retries + 1} attempts: {last}"))
-    return Outcome(S.FAILED, clean(f"Error: {tool.name} unavailable: {last}"), is_error=True)
+    status = NOT_SENT if isinstance(last, NotSent) else S.FAILED
+    return Outcome(status, clean(f"Error: {tool.name}{UNAVAILABLE}{last}"), is_error=True)
 
 
 # --- The deadline ------------------------------------------------------------------

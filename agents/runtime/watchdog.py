@@ -23,7 +23,7 @@ import threading
 from django.conf import settings
 from django.db import connection
 
-from agents.runtime import ownership, sweeper
+from agents.runtime import ownership, store, sweeper
 from agents.runtime.store import pool
 
 log = logging.getLogger(__name__)
@@ -49,6 +49,7 @@ def _run() -> None:
         try:
             ownership.check_liveness()
             connection.close_if_unusable_or_obsolete()
+            store.abandon_pending()  # claims a lost connection kept us from letting go
             sweeper.sweep()
         except Exception:  # database or Redis away: try again next interval
             log.warning("sweeper thread: sweep failed; retrying", exc_info=True)

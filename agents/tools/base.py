@@ -148,6 +148,11 @@ class NotSent(Exception):
     """The request certainly never left (connection refused); safe to retry."""
 
 
+# In a failed call's output when every try was NotSent: the provider could
+# not be reached and nothing was done (agents/runtime/tooling.py).
+UNAVAILABLE = " unavailable: "
+
+
 class Waiting(Exception):
     """The call goes on elsewhere (a sub-agent's session): the runtime parks
     the turn until it answers (capabilities/subagents.py)."""

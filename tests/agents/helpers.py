@@ -117,3 +117,54 @@ class triggers_bypassed:
 
     def __exit__(self, *exc):
         return self._atomic.__exit__(*exc)
+
+
+def take_over_liveness(owner: str, process_key: int) -> None:
+    """Cut the liveness connection of `owner`'s worker (its name is
+    host:pid/slot) and keep its key from it until it has drawn a new one, as
+    when another process drew the same key: then every session it held under
+    the old key is seen ownerless and taken over. (Left alone, a worker takes
+    its own key back: agents/runtime/ownership.py.)"""
+    import psycopg
+
+    from agents.runtime.ownership import LOCK_CLASS
+
+    pid = owner.split(":")[1].split("/")[0]
+    db = connection.settings_dict
+    params = {"dbname": db["NAME"], "user": db["USER"], "host": db["HOST"], "port": db["PORT"]}
+    where = "l.locktype = 'advisory' AND l.classid = %s AND l.objsubid = 2"
+    with psycopg.connect(**params, autocommit=True) as holder, connection.cursor() as cursor:
+        queued = threading.Thread(
+            target=holder.execute,
+            args=("SELECT pg_advisory_lock(%s, %s)", [LOCK_CLASS, process_key]),
+            daemon=True,
+        )
+        queued.start()
+
+        def count(sql: str, *args: Any) -> int:
+            cursor.execute(f"SELECT count(*) FROM pg_locks l {sql}", [LOCK_CLASS, *args])  # noqa: S608 (constants)
+            return cursor.fetchone()[0]
+
+        wait_for(
+            lambda: count(f"WHERE {where} AND l.objid::bigint = %s AND NOT l.granted", process_key),
+            timeout=10,
+            what="our request for the worker's liveness key to queue",
+        )
+        terminate = f"SELECT pg_terminate_backend(l.pid) FROM pg_locks l WHERE {where}"  # noqa: S608
+        cursor.execute(
+            f"{terminate} AND l.objid::bigint = %s AND l.granted", [LOCK_CLASS, process_key]
+        )
+        assert cursor.fetchall(), "no liveness lock for that process"
+        queued.join(10)
+        assert not queued.is_alive(), "did not get the worker's liveness key"
+        wait_for(  # the worker under a new key: now the old one may go free
+            lambda: count(
+                "JOIN pg_stat_activity a ON a.pid = l.pid "
+                f"WHERE {where} AND l.granted AND l.objid::bigint <> %s "
+                "AND a.application_name = %s",
+                process_key,
+                f"agentdesk pid={pid}",
+            ),
+            timeout=20,
+            what="the worker to draw a new liveness key",
+        )

@@ -70,3 +70,13 @@ def test_docker_compose_config_accepts_the_file():
         timeout=60,
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_every_long_running_service_is_restarted_when_it_dies():
+    """Issue 26: a worker, web, beat, the sandbox, the database or Redis that
+    exits is started again (yaml anchors merged by safe_load); only the
+    one-shot migrate is not."""
+    services = img.compose_file()["services"]
+    for name, service in services.items():
+        wanted = {"no"} if name == "migrate" else {"unless-stopped", "always"}
+        assert service.get("restart") in wanted, (name, service.get("restart"))

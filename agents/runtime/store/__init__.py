@@ -11,7 +11,7 @@
 - `pool`: giving the borrowed connection back before a network wait.
 """
 
-from agents.runtime.store.claims import abandon, claim, is_runnable, release
+from agents.runtime.store.claims import abandon, abandon_pending, claim, is_runnable, release
 from agents.runtime.store.control import (
     cancel_open_calls,
     cancel_turn,
@@ -20,16 +20,23 @@ from agents.runtime.store.control import (
     mark_in_doubt,
     mark_reissued,
     mark_running,
+    note_late_outcome,
     note_step_failure,
     park,
+    retry_call_later,
+    undone_actions,
 )
 from agents.runtime.store.hot import record_reply, record_tool_result
 from agents.runtime.store.lock import LostClaim, lock_session
+from agents.runtime.store.retry import Recorded, record_retrying
 from agents.transitions import session_move, toolcall_move, turn_move
 
 __all__ = [
     "LostClaim",
+    "Recorded",
+    "record_retrying",
     "abandon",
+    "abandon_pending",
     "cancel_open_calls",
     "cancel_turn",
     "claim",
@@ -40,7 +47,10 @@ __all__ = [
     "mark_in_doubt",
     "mark_reissued",
     "mark_running",
+    "note_late_outcome",
     "note_step_failure",
+    "retry_call_later",
+    "undone_actions",
     "park",
     "record_reply",
     "record_tool_result",

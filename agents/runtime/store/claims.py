@@ -13,6 +13,7 @@ every claim) is two plain statements, the lock and one CTE; every other claim
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -251,22 +252,45 @@ def release(claimed: Claimed) -> None:
 def abandon(claimed: Claimed) -> None:
     """Let go of a claim the way a dead owner does: the name stays and the
     process key no live process holds (0) replaces ours, so the sweeper
-    re-enqueues it at once and the next claim is a recovery. Best effort: when
-    the database is what failed, our liveness lock still tells the truth once
-    the process ends."""
-    for attempt in (1, 2):
-        try:
-            SessionRuntime.objects.filter(pk=claimed.session_id, fence=claimed.fence).update(
-                owner_process=0, updated_at=timezone.now()
-            )
+    re-enqueues it at once and the next claim is a recovery. When the
+    database is what failed, the watchdog tries again until it is back
+    (abandon_pending): this process keeps its liveness key through a lost
+    connection (ownership.py), so its key alone would keep the session
+    ours, with no slot on it, for the life of the process."""
+    for _ in (1, 2):
+        if _let_go(claimed.session_id, claimed.fence):
             return
-        except Exception:
-            # The failure may have been this very connection (terminated, or
-            # broken mid-statement): the pool discards it, the retry borrows
-            # another.
-            connection.close()
-            if attempt == 2:
-                log.warning("session %s: could not let go", claimed.session_id, exc_info=True)
+        # The failure may have been this very connection (terminated, or
+        # broken mid-statement): the pool discards it, the retry borrows another.
+        connection.close()
+    log.warning("session %s: could not let go; the watchdog will", claimed.session_id)
+    with _pending_lock:
+        _pending.append((claimed.session_id, claimed.fence))
+
+
+def abandon_pending() -> None:
+    """Let go of the claims abandon() could not (the watchdog, every sweep)."""
+    with _pending_lock:
+        pending, _pending[:] = list(_pending), []
+    failed = [(sid, fence) for sid, fence in pending if not _let_go(sid, fence)]
+    if failed:
+        connection.close()
+        with _pending_lock:
+            _pending.extend(failed)
+
+
+_pending: list[tuple[int, int]] = []
+_pending_lock = threading.Lock()
+
+
+def _let_go(session_id: int, fence: int) -> bool:
+    try:
+        SessionRuntime.objects.filter(pk=session_id, fence=fence).update(
+            owner_process=0, updated_at=timezone.now()
+        )
+        return True
+    except Exception:
+        return False
 
 
 # --- The common claim: start the next queued turn ------------------------------

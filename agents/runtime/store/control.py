@@ -17,10 +17,12 @@ from django.utils import timezone
 from agents import events
 from agents.backoff import backoff_s
 from agents.events import EventSpec
-from agents.models import PARKED_CALLS, Session, SessionRuntime, ToolCall, Turn
+from agents.fields import json_column
+from agents.models import PARKED_CALLS, Event, Session, SessionRuntime, ToolCall, Turn
 from agents.observability import observe
 from agents.runtime.state import CallState, Claimed
 from agents.runtime.store.lock import lock_session
+from agents.tools.base import UNAVAILABLE, Kind
 from agents.transitions import check_tool_move, session_move, toolcall_move, turn_move
 from approvals import hot as approval_rows
 
@@ -58,6 +60,8 @@ def mark_in_doubt(claimed: Claimed, call: CallState, note: str) -> None:
     with transaction.atomic():
         runtime = lock_session(claimed.session_id, claimed.fence)
         row = ToolCall.objects.select_for_update().get(pk=call.id)
+        if row.output.startswith(LATE_OUTCOME):  # the previous slot already told us
+            note = f"{note}\n\n{row.output}"
         toolcall_move(row, C.IN_DOUBT, output=note, finished_at=timezone.now())
         observe.in_doubt()
         turn = Turn.objects.get(pk=claimed.turn_id)
@@ -232,6 +236,89 @@ def note_step_failure(claimed: Claimed, kind: str, reason: str) -> float:
         data = {"reason": reason[:2000], "attempt": runtime.step_attempts, "retry_in_s": delay}
         events.append(runtime, [EventSpec(kind, data, claimed.turn_id, claimed.owner)])
     return delay
+
+
+# Starts what a slot that lost its claim mid-call learned (note_late_outcome).
+LATE_OUTCOME = "Late outcome, from the slot that was running this call when it lost its claim"
+
+
+def note_late_outcome(
+    claimed: Claimed, call: CallState, *, status: str, content: str, external_id: str = ""
+) -> None:
+    """A slot lost its claim (its liveness lock went with a cut connection;
+    it was alive) while `call` ran, and then learned how the call ended: not
+    a record (the fence moved on, so this changes no state), but evidence,
+    kept where the person deciding the call sees it. The new owner takes a
+    not-idempotent call found running for in doubt; its note, on the call's
+    output, gets this appended (mark_in_doubt reads it if it comes first)."""
+    text = f"{LATE_OUTCOME} (fence {claimed.fence}): {status}"
+    if external_id:
+        text += f", external id {external_id}"
+    text += f". What it returned: {content[:1500]}"
+    with transaction.atomic():
+        runtime = lock_session(claimed.session_id)  # no fence: evidence, not a record
+        row = ToolCall.objects.select_for_update().get(pk=call.id)
+        if row.status == C.RUNNING and not row.output:
+            row.output = text  # the new owner's in-doubt note will carry it
+        elif row.status == C.IN_DOUBT:
+            row.output = f"{row.output}\n\n{text}"
+        else:
+            text = ""  # already settled (re-sent with its key, or resolved): the log says it
+        if text:
+            row.save(update_fields=["output"])
+        data = {"tool_use_id": call.tool_use_id, "name": call.name, "status": status}
+        data.update(fence=claimed.fence, external_id=external_id, output=content[:1500])
+        events.append(
+            runtime, [EventSpec("tool.late_outcome", data, claimed.turn_id, claimed.owner)]
+        )
+
+
+def retry_call_later(claimed: Claimed, call: CallState, status: str, reason: str) -> float:
+    """`call` certainly never left (every try was refused: the provider is
+    down). It goes back to `status` (pending, or approved) so the next claim
+    does not take it for a call a dead owner may have sent, and the step is
+    tried again after the step backoff, counted like a model that is down
+    (so bounded by AGENTDESK_MAX_STEP_ATTEMPTS). The caller enqueues."""
+    with transaction.atomic():
+        runtime = lock_session(claimed.session_id, claimed.fence)
+        row = ToolCall.objects.select_for_update().get(pk=call.id)
+        toolcall_move(row, status)
+        runtime.step_attempts += 1
+        delay = backoff_s(runtime.step_attempts, base=2.0, cap=60.0)
+        runtime.wake_at = timezone.now() + timedelta(seconds=delay)
+        runtime.owner = ""
+        runtime.save()
+        data = {"tool_use_id": call.tool_use_id, "name": call.name, "reason": reason[:2000]}
+        data.update(attempt=row.attempts, retry_in_s=delay)
+        events.append(
+            runtime, [EventSpec("tool.unavailable", data, claimed.turn_id, claimed.owner)]
+        )
+    call.status = status
+    return delay
+
+
+def undone_actions(claimed: Claimed) -> list[str]:
+    """Calls of the running turn that change something and failed because
+    their provider could not be reached: what the customer did not get.
+    (A call's result lives in its tool.finished event, which says why.)"""
+    failed = dict(
+        ToolCall.objects.filter(
+            session_id=claimed.session_id, turn_id=claimed.turn_id, status=C.FAILED
+        )
+        .exclude(kind=Kind.READ_ONLY)
+        .values_list("tool_use_id", "name")
+    )
+    if not failed:
+        return []
+    finished = Event.objects.filter(
+        session_id=claimed.session_id, turn_id=claimed.turn_id, kind="tool.finished"
+    ).values_list("data", flat=True)
+    undone = set()
+    for data in finished:
+        data = json_column(data)
+        if data.get("tool_use_id") in failed and UNAVAILABLE in data.get("error", ""):
+            undone.add(failed[data["tool_use_id"]])
+    return sorted(undone)
 
 
 def finish_turn(

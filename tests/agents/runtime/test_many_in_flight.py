@@ -18,8 +18,13 @@ import pytest
 from django.db import connection
 
 from agents.models import Event, Session, ToolCall, Turn
-from agents.runtime.ownership import LOCK_CLASS
-from tests.agents.helpers import assert_invariants, deliver_ticket, kinds, wait_turn
+from tests.agents.helpers import (
+    assert_invariants,
+    deliver_ticket,
+    kinds,
+    take_over_liveness,
+    wait_turn,
+)
 from tests.processes import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -189,13 +194,9 @@ def test_a_claim_taken_over_while_its_model_call_waits_records_nothing(sandbox, 
     runtime.refresh_from_db()
     first_owner, first_fence, seen = runtime.owner, runtime.fence, runtime.last_seq
     assert first_owner and runtime.owner_process
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' "
-            "AND classid = %s AND objid::bigint = %s AND objsubid = 2 AND granted",
-            [LOCK_CLASS, runtime.owner_process],
-        )
-        assert cursor.fetchall(), "no liveness lock for the owner's process"
+    # Its key taken by "another process": the worker must draw a new one, and
+    # the session is taken over (the worker would take its own key back).
+    take_over_liveness(runtime.owner, runtime.owner_process)
 
     turn = wait_turn(session, timeout=90)
     assert turn.status == "succeeded", workers.logs()

@@ -1,0 +1,79 @@
+"""A record that fails on a lost connection is tried again on a new one.
+
+A record is one short statement (store/hot.py) carrying the fence it was
+claimed with. When the database connection under it is lost (every backend
+terminated, a failover, a blip on the network), the step's I/O is already
+done: the model was paid, the tool call happened. Giving the step up would
+do both again on the next claim, so the record is tried again on a fresh
+connection, with backoff, for up to AGENTDESK_RECORD_RETRY_S, as long as the
+fence still holds (the statement checks it: a superseded fence is LostClaim,
+never a second write).
+
+One case is ambiguous: the connection was lost after the server committed
+but before it answered. Then the row at the record's transcript position is
+already there, and writing again would be wrong: the record is given up
+(`Recorded`) and the next claim carries on from the durable state.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connections
+
+from agents.backoff import backoff_s
+from agents.models import Event
+from agents.runtime.state import Claimed
+
+log = logging.getLogger(__name__)
+R = TypeVar("R")
+
+
+class Recorded(Exception):
+    """A lost answer to a record that did commit: nothing more to write here;
+    the next claim reads what was recorded."""
+
+
+def record_retrying(claimed: Claimed, record: Callable[[], R]) -> R:
+    position = claimed.transcript_base + len(claimed.transcript)  # where this record goes
+    deadline = time.monotonic() + settings.AGENTDESK_RECORD_RETRY_S
+    attempt = 0
+    while True:
+        try:
+            return record()
+        except (OperationalError, InterfaceError) as exc:
+            attempt += 1
+            _drop_connection()
+            if time.monotonic() > deadline:
+                raise
+            log.warning(
+                "session %s: record lost its connection (%s); trying again (%d)",
+                claimed.session_id,
+                str(exc).strip()[:200],
+                attempt,
+            )
+            time.sleep(backoff_s(attempt, base=0.2, cap=2.0))
+            try:
+                if _written(claimed.session_id, position):
+                    raise Recorded(f"session {claimed.session_id}: position {position}") from exc
+            except (OperationalError, InterfaceError):
+                _drop_connection()  # still away: the next try says so
+
+
+def _written(session_id: int, position: int) -> bool:
+    return Event.objects.filter(session_id=session_id, position=position).exists()
+
+
+def _drop_connection() -> None:
+    """Close this thread's broken connection: the next statement takes a new one."""
+    db = connections[DEFAULT_DB_ALIAS]
+    try:
+        if db.in_atomic_block:
+            return  # not ours to close (never so on the engine's record path)
+        db.close()
+    except Exception:  # closing a dead connection may raise: it is closed either way
+        db.connection = None
