@@ -157,7 +157,12 @@ def turn_views(*, session_id: int, turns: list[Turn]) -> list[TurnView]:
     messages = list(
         Message.objects.filter(session_id=session_id, turn_id__in=ids).order_by("position")
     )
-    calls = list(ToolCall.objects.filter(session_id=session_id, turn_id__in=ids).order_by("id"))
+    # Not the program snapshots of inner steps: state for the runtime, kilobytes each.
+    calls = list(
+        ToolCall.objects.filter(session_id=session_id, turn_id__in=ids)
+        .defer("snapshot")
+        .order_by("id")
+    )
     _decorate(calls, turn_ids=ids)
     results = {m.position: m for m in messages if m.role == "user"}
     by_use_id = {}
@@ -165,12 +170,26 @@ def turn_views(*, session_id: int, turns: list[Turn]) -> list[TurnView]:
         call.result_text = _result_text(results.get(call.result_position))
         by_use_id[call.tool_use_id] = call
     views = {t.id: TurnView(t) for t in turns}
+    _nest_inner_steps(calls)
     for call in calls:
-        views[call.turn_id].calls.append(call)
+        if call.parent_id is None:  # an inner step is shown under its call
+            views[call.turn_id].calls.append(call)
     for message in messages:
         if message.role == "assistant":
             views[message.turn_id].replies.append(_reply(message, by_use_id))
     return [views[t.id] for t in turns]
+
+
+def _nest_inner_steps(calls: list[ToolCall]) -> None:
+    """Each call's inner steps (a Code Mode program's host calls), in order,
+    as `call.inner_steps`; they are rows of the same turn, read above."""
+    by_id = {call.id: call for call in calls}
+    for call in calls:
+        call.inner_steps = []
+    for call in sorted(calls, key=lambda c: c.step or 0):
+        parent = by_id.get(call.parent_id) if call.parent_id else None
+        if parent is not None:
+            parent.inner_steps.append(call)
 
 
 def _reply(message: Message, calls: dict[str, ToolCall]) -> dict[str, Any]:
@@ -219,7 +238,12 @@ def tool_call_view(*, tool_call_id: int) -> ToolCall:
             session_id=call.session_id, position=call.result_position
         ).first()
     call.result_text = _result_text(result)
-    _decorate([call])
+    call.inner_steps = list(
+        ToolCall.objects.filter(parent_id=call.id).defer("snapshot").order_by("step")
+    )
+    for step in call.inner_steps:  # their results are on the rows (no transcript row)
+        step.result_text, step.inner_steps = None, []
+    _decorate([call, *call.inner_steps])
     return call
 
 

@@ -85,6 +85,9 @@ class ToolCallOut(Schema):
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    # An inner step (a Code Mode program's host call n): its outer call and n.
+    parent_id: int | None = None
+    step: int | None = None
 
 
 class ToolCallPage(Schema):

@@ -10,7 +10,7 @@ from celery.signals import (
     worker_shutdown,
 )
 
-from config import broker
+import config.broker as broker  # the module, not the package (whose __init__ imports this one)
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 

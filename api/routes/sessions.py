@@ -93,14 +93,20 @@ def tool_calls_list(
     request: HttpRequest,
     session_id: int = pagination.Id,
     status: Literal[tuple(ToolCall.Status.values)] = None,  # type: ignore[valid-type]
+    parent: int = Query(
+        None, ge=0, le=pagination.MAX_KEY, description="only the inner steps of this call"
+    ),
     cursor: int = pagination.Cursor,
     limit: int = pagination.Limit,
 ):
-    """A session's tool calls, oldest first."""
+    """A session's tool calls, oldest first; a Code Mode program's host calls
+    are among them, each with its `parent_id` and `step`."""
     session = _session(request, session_id)
-    rows = ToolCall.objects.filter(session=session)
+    rows = ToolCall.objects.filter(session=session).defer("snapshot")
     if status:
         rows = rows.filter(status=status)
+    if parent is not None:
+        rows = rows.filter(parent_id=parent)
     return pagination.page(rows, field="id", cursor=cursor, limit=limit)
 
 

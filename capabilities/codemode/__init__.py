@@ -79,7 +79,7 @@ def run_code_tool(profile: Profile, limits: Limits | None = None) -> Tool:
         limits=limits,
     )
     longest = max((t.timeout_s for t in connectors(profile.tools)), default=10.0)
-    tool = Tool(
+    return Tool(
         name=CAPABILITY,
         description=DESCRIPTION,
         input_schema=INPUT_SCHEMA,
@@ -90,10 +90,11 @@ def run_code_tool(profile: Profile, limits: Limits | None = None) -> Tool:
         # The engine's cut comes after the program's own wall limit and the
         # longest host call that may start just before it.
         timeout_s=limits.wall_s + longest + 5,
+        # Not gated at triage: each host call is asked of the gate by name
+        # while the program runs (program.py), and a run its dead worker left
+        # running is run again: the execution log says what already ran.
+        gated_inside=True,
     )
-    if "gated_inside" in {f.name for f in dataclasses.fields(Tool)}:
-        tool = dataclasses.replace(tool, gated_inside=True)
-    return tool
 
 
 def with_code_mode(

@@ -27,10 +27,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import capabilities.codemode.stubs as stubs  # the module, not the package (no cycle with __init__)
+from agents.gate import InnerStep, NeedsApproval, Verdict
+from agents.models import ToolCall
 from agents.runtime import tooling
 from agents.tools.base import Kind, OutcomeUnknown, ToolContext, ToolError, ToolOutput
 from agents.tools.profile import Profile
-from capabilities.codemode.contract import InnerStep, LocalSteps, NeedsApproval
 from capabilities.codemode.pool import Done, Limits, Pause, Program, ProgramError, TypeCheckFailed
 
 SETTLED = ("succeeded", "failed", "denied", "canceled")  # denied/canceled: a person said no
@@ -53,9 +54,7 @@ class CodeMode:
 
 def run(spec: CodeMode, ctx: ToolContext, arguments: dict[str, Any]) -> ToolOutput:
     source = arguments["code"]
-    steps = getattr(ctx, "steps", None) or LocalSteps(
-        ctx.session_key, ctx.idempotency_key, spec.profile
-    )
+    steps = ctx.steps or _NoSteps()
     log = {step.n: step for step in steps.log()}
     runner = _Runner(spec, ctx, steps, source, log)
     try:
@@ -78,6 +77,7 @@ class _Runner:
         self.names: Counter[str] = Counter()
 
     def drive(self) -> Any:
+        self.names.update(_earlier_in_turn(self.ctx))
         paused = self._begin()
         while isinstance(paused, Pause):
             paused = self._host_call(paused)
@@ -173,6 +173,8 @@ class _Runner:
             is_error=failed,
             snapshot=snapshot,
         )
+        status = "failed" if failed else "succeeded"  # as recorded: the preview shows it
+        self.log[n] = InnerStep(n, tool.name, status, arguments, outcome.content, failed)
         if failed:
             return paused.fail(FAILED, outcome.content)
         return paused.answer(_decoded(outcome.content))
@@ -227,3 +229,27 @@ def _decoded(content: str) -> Any:
         return json.loads(content)
     except ValueError:
         return content
+
+
+class _NoSteps:
+    """A program run outside the engine (no execution log): it may compute
+    and call describe(), and every host call is refused."""
+
+    def log(self) -> list[InnerStep]:
+        return []
+
+    def gate(self, name, arguments, **kwargs) -> Verdict:
+        return Verdict("refuse", "no_log", "host calls need a session's execution log")
+
+
+def _earlier_in_turn(ctx: ToolContext) -> list[str]:
+    """The names of the calls this turn made before this program: the model's
+    own calls and other programs' host calls. With the program's own, they
+    are what a profile's per-tool call limits and cost budget count."""
+    if ctx.call_id is None:
+        return []
+    turn_id = ToolCall.objects.filter(pk=ctx.call_id).values_list("turn_id", flat=True).first()
+    rows = ToolCall.objects.filter(
+        turn_id=turn_id, session__key=ctx.session_key, id__lt=ctx.call_id
+    )
+    return [n for n in rows.values_list("name", flat=True) if n != "run_code"]

@@ -132,8 +132,13 @@ DESCRIBE_STUB = (
 )
 
 
+# What a denied or refused host call raises: a builtin of the interpreter
+# that its type checker does not list.
+EXCEPTIONS = "class PermissionError(OSError): ...\n\n"
+
+
 def stubs_for(functions: list[Function]) -> str:
-    header = "from typing import Any, Literal\n\n"
+    header = "from typing import Any, Literal\n\n" + EXCEPTIONS
     return header + DESCRIBE_STUB + "\n" + "\n".join(f.stub() for f in functions)
 
 

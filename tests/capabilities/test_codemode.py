@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import time
 
 import pytest
@@ -15,7 +16,8 @@ from capabilities.codemode import INPUT_SCHEMA, MAX_PROGRAM_CHARS, run_code_tool
 from capabilities.connectors import ISSUE_REFUND, LOOKUP_ORDER
 from capabilities.registry import code_profile
 from tests.agents.helpers import assert_invariants, wait_turn
-from tests.capabilities.conftest import start_session
+from tests.capabilities.conftest import make_profile, start_session
+from tests.processes import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -73,6 +75,16 @@ def test_describe_gives_the_full_signature_on_demand(sandbox, settings):
     assert json.loads(out.content)["value"] == stubs.function_for(LOOKUP_ORDER).stub()
 
 
+def test_the_desk_highlights_a_program_escaped():
+    from dashboard.templatetags.program import python_highlight
+
+    shown = python_highlight("if x:\n    print('<script>')  # done\n")
+    assert '<span class="py-kw">if</span>' in shown
+    assert '<span class="py-str">&#x27;&lt;script&gt;&#x27;</span>' in shown
+    assert "<script>" not in shown
+    assert python_highlight('"""open <b>') == "&quot;&quot;&quot;open &lt;b&gt;"
+
+
 # --- End to end: the sandbox's model, a worker, Monty ----------------------------------
 
 HOSTILE = {
@@ -95,7 +107,19 @@ HOSTILE = {
 }
 
 
+OVER_BUDGET = """statuses = []
+for order_id in ['ORD-1001', 'ORD-1002', 'ORD-1013']:
+    try:
+        statuses.append(lookup_order(order_id=order_id)['status'])
+    except PermissionError as refused:
+        statuses.append(str(refused)[19:41])
+statuses"""
+
+
 def test_hostile_programs_end_with_a_clear_error_and_the_session_goes_on(sandbox, workers):
+    make_profile(
+        "cm_budget", "run_code", "lookup_order", **{"lookup_order": {"max_calls_per_turn": 2}}
+    )
     workers.start(
         AGENTDESK_CODEMODE_INTERPRETER_S="2",
         AGENTDESK_CODEMODE_HOST_CALLS="4",
@@ -106,6 +130,9 @@ def test_hostile_programs_end_with_a_clear_error_and_the_session_goes_on(sandbox
         name: ticket_session(sandbox, name, fenced(code)) for name, (code, _) in HOSTILE.items()
     }
     well = ticket_session(sandbox, "well", fenced("lookup_order(order_id='ORD-1002')['status']"))
+    # Host calls count against the profile's per-tool limits (two lookups per turn here).
+    ticket = sandbox.ticket(email="alice.martin@example.com", subject="budget", body="budget")
+    budget = start_session(f"ticket:{ticket['id']}", "cm_budget", fenced(OVER_BUDGET))
 
     assert wait_turn(well, timeout=60).status == "succeeded"
     assert json.loads(run_code_call(well).output or _result(well))["value"] == "shipped"
@@ -116,6 +143,8 @@ def test_hostile_programs_end_with_a_clear_error_and_the_session_goes_on(sandbox
         text = _result(session)
         assert call.is_error and re.search(HOSTILE[name][1], text), (name, text)
         assert_invariants(session)
+    assert wait_turn(budget, timeout=60).status == "succeeded"
+    assert program_value(budget) == ["delivered", "shipped", "call budget: at most 2"]
     assert time.monotonic() - started < 90
     assert sandbox.refunds() == []  # the type error ran nothing
     # The model quoted the error to the customer in a second program.
@@ -135,3 +164,153 @@ def _result(session) -> str:
                     return "\n".join(b.get("text", "") for b in content)
                 return str(content)
     return call.output
+
+
+# --- The durable execution log: approvals and dead workers -----------------------------
+
+LOOKUPS = """customer = lookup_customer(email='alice.martin@example.com')
+statuses = []
+for order_id in ['ORD-1001', 'ORD-1002', 'ORD-1013', 'ORD-1014', 'ORD-1003']:
+    statuses.append(lookup_order(order_id=order_id)['status'])
+"""
+
+
+def inner(session) -> list[ToolCall]:
+    """The host calls of the session's first program (a second one sends the reply)."""
+    program = run_code_call(session)
+    return list(ToolCall.objects.filter(parent=program).order_by("step")) if program else []
+
+
+def pending(session):
+    from approvals.models import Approval
+
+    return wait_for(
+        lambda: Approval.objects.filter(session=session, status="pending").first(),
+        timeout=90,
+        what="a pending approval",
+    )
+
+
+def program_value(session):
+    return json.loads(_result(session))["value"]
+
+
+def test_a_refund_over_the_limit_pauses_the_program_until_approved_on_the_desk(
+    sandbox, workers, alice, bob
+):
+    from django.test import Client
+
+    first = workers.start("w1")
+    code = LOOKUPS + (
+        "refund = issue_refund(order_id='ORD-1002', amount_cents=18900, reason='damaged')\n"
+        "{'customer': customer['name'], 'statuses': statuses, 'refund': refund['refund_id']}"
+    )
+    session = ticket_session(sandbox, "approve", fenced(code))
+
+    approval = pending(session)
+    steps = inner(session)
+    assert [s.name for s in steps] == ["lookup_customer"] + ["lookup_order"] * 5 + ["issue_refund"]
+    assert [s.status for s in steps[:6]] == ["succeeded"] * 6
+    assert all(s.snapshot for s in steps[:6])  # the program's state with every call
+    assert steps[6].status == "waiting_for_approval" and approval.tool_call_id == steps[6].id
+    outer = run_code_call(session)
+    assert steps[6].idempotency_key == f"{session.key}:{outer.tool_use_id}:7"
+    preview = approval.preview
+    assert preview["program"] == code + "\n"
+    assert [c["name"] for c in preview["calls"]] == [s.name for s in steps[:6]]
+    assert '"status": "delivered"' in preview["calls"][1]["output"]
+    assert preview["pending"] == {
+        "n": 7,
+        "name": "issue_refund",
+        "arguments": {"order_id": "ORD-1002", "amount_cents": 18900, "reason": "damaged"},
+    }
+    assert sandbox.refunds() == []
+    first.stop()  # another worker's process finishes the program
+
+    workers.start("w2")
+    desk = Client()
+    desk.force_login(bob)
+    page = desk.get(f"/approvals/{approval.id}/")
+    assert page.status_code == 200
+    assert b"issue_refund" in page.content and b"lookup_customer" in page.content
+    response = desk.post(
+        f"/approvals/{approval.id}/decide",
+        {
+            "decision": "approve",
+            "expected_hash": approval.arguments_hash,
+            "expected_version": approval.version,
+        },
+    )
+    assert response.status_code in (200, 303), response.content[:500]
+
+    assert wait_turn(session, timeout=90).status == "succeeded", workers.logs()
+    refunds = sandbox.refunds()
+    assert [(r["order_id"], r["amount"], r["key"]) for r in refunds] == [
+        ("ORD-1002", 18900, steps[6].idempotency_key)
+    ]
+    assert [s.attempts for s in inner(session)] == [1] * 7  # nothing ran twice
+    value = program_value(session)
+    assert value["customer"] == "Alice Martin" and value["refund"] == refunds[0]["id"]
+    assert_invariants(session)
+
+
+def test_a_denied_host_call_raises_inside_the_program_with_the_reason(sandbox, workers, alice, bob):
+    from approvals.services import approval_decide
+
+    workers.start()
+    code = (
+        "try:\n"
+        "    issue_refund(order_id='ORD-1002', amount_cents=18900)\n"
+        "    outcome = 'refunded'\n"
+        "except PermissionError as denied:\n"
+        "    outcome = 'not refunded: ' + str(denied)\n"
+        "outcome"
+    )
+    session = ticket_session(sandbox, "deny", fenced(code))
+    approval = pending(session)
+
+    approval_decide(approval_id=approval.id, user=bob, decision="deny", reason="Ask for photos.")
+
+    assert wait_turn(session, timeout=60).status == "succeeded", workers.logs()
+    assert program_value(session) == "not refunded: Denied by bob: Ask for photos."
+    assert sandbox.refunds() == []
+    assert [s.status for s in inner(session)] == ["denied"]
+    assert_invariants(session)
+
+
+def test_a_program_resumes_from_its_snapshot_when_workers_die_mid_program(sandbox, workers):
+    # Lookup 4 is slow once: the first worker dies while it is out (steps 1-3 done).
+    sandbox.fault(
+        target="helpdesk", kind="latency", latency_ms=4000, path_prefix="/helpdesk/orders/ORD-1013"
+    )
+    # The refund is done at the provider and its answer held back: the second
+    # worker dies while it is in flight.
+    sandbox.fault(target="payments", kind="latency", phase="after_commit", latency_ms=4000)
+    victim = workers.start("victim")
+    workers.beat()  # the sweeper notices a dead owner
+    code = LOOKUPS + (
+        "refund = issue_refund(order_id='ORD-1001', amount_cents=1450)\n"
+        "{'statuses': statuses, 'refund': refund['refund_id']}"
+    )
+    session = ticket_session(sandbox, "kill", fenced(code))
+
+    wait_for(lambda: len(inner(session)) == 4, timeout=90, what="lookup 4 in flight")
+    victim.kill(signal.SIGKILL)
+    victim.popen.wait(10)
+    second = workers.start("second")
+    wait_for(lambda: len(inner(session)) == 7, timeout=90, what="the refund in flight")
+    time.sleep(0.5)  # the request is at the provider
+    second.kill(signal.SIGKILL)
+    second.popen.wait(10)
+    workers.start("third")
+
+    assert wait_turn(session, timeout=90).status == "succeeded", workers.logs()
+    steps = inner(session)
+    assert [s.status for s in steps] == ["succeeded"] * 7
+    # Completed calls never ran again; the two in flight were sent again (read-only,
+    # idempotent by key), the refund with the same key: one refund at the provider.
+    assert [s.attempts for s in steps] == [1, 1, 1, 2, 1, 1, 2]
+    refunds = sandbox.refunds()
+    assert [(r["order_id"], r["key"]) for r in refunds] == [("ORD-1001", steps[6].idempotency_key)]
+    assert program_value(session)["refund"] == refunds[0]["id"]
+    assert_invariants(session)

@@ -95,6 +95,7 @@ class Command(BaseCommand):
             self.stdout.write(f"  {username:<10} {password:<16} {group}")
         if tickets > 0:
             self.stdout.write(demo_tickets_open(sandbox_url=settings.SANDBOX_URL, count=tickets))
+            self.stdout.write(demo_code_mode_open(sandbox_url=settings.SANDBOX_URL))
             from capabilities.browser.demo import parcel_ticket_open
 
             self.stdout.write(parcel_ticket_open(sandbox_url=settings.SANDBOX_URL))
@@ -148,3 +149,35 @@ def _http(url: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         raise CommandError(
             f"cannot reach the sandbox at {url} ({exc}); start it, or pass --tickets 0"
         ) from exc
+
+
+# Code Mode (capabilities/codemode/): several lookups and refunds in one
+# program; ORD-1002's refund is above the approval limit, so the program
+# pauses on the desk with its source and the calls it made so far.
+CODE_MODE_TICKET = {
+    "customer_email": "alice.martin@example.com",
+    "subject": "Demo (Code Mode): refund my last three orders",
+    "body": "Hi, I'm alice.martin@example.com. Everything in my last three orders arrived "
+    "damaged. Please refund my last three orders.\n\nAlice",
+}
+
+
+def demo_code_mode_open(*, sandbox_url: str) -> str:
+    """Open the Code Mode demo ticket, its session on the support_codemode
+    profile. The session is made as soon as the sandbox answers with the
+    ticket's id; its webhook, which posts the ticket's text, then finds it
+    (should the webhook come first, the ticket is triaged the classic way)."""
+    from agents import services
+
+    base = sandbox_url.rstrip("/")
+    existing = _http(f"{base}/helpdesk/tickets?limit=1000")["tickets"]
+    if any(t["subject"] == CODE_MODE_TICKET["subject"] for t in existing):
+        return "Code Mode demo ticket: the sandbox has it already."
+    ticket = _http(f"{base}/helpdesk/tickets", CODE_MODE_TICKET)
+    session = services.session_get_or_create(
+        key=f"ticket:{ticket['id']}", profile="support_codemode", title=ticket["subject"]
+    )
+    how = (
+        "Code Mode" if session.profile == "support_codemode" else "classic (the webhook was first)"
+    )
+    return f"Code Mode demo ticket opened in the sandbox: {ticket['id']} ({how})"
