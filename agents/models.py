@@ -364,7 +364,7 @@ class ToolCall(models.Model):
         null=True,
         blank=True,
         on_delete=models.CASCADE,
-        related_name="inner_steps",
+        related_name="+",  # the desk sets `call.inner_steps` itself (agents.selectors)
         db_constraint=False,
         db_index=False,  # found by (session, tool_use_id) prefix or by parent in a turn
     )
