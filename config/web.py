@@ -71,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    print(f"web: {count} Daphne process(es) on {args.host}:{args.port}", flush=True)
+    host, port = sock.getsockname()[:2]  # the port bound, when asked for 0
+    print(f"web: {count} Daphne process(es) on {host}:{port}", flush=True)
     children = {i: (start(sock.fileno(), daphne_args), time.monotonic()) for i in range(count)}
     fast_deaths = 0
     while not stopping:

@@ -138,10 +138,9 @@ def test_the_image_checks_migrates_serves_and_runs_a_worker(tmp_path, throwaway_
     migrate = run(image, venv, env, *command("migrate"))
     assert migrate.returncode == 0, migrate.stdout + migrate.stderr
 
-    web_args = command("web")
-    at = web_args.index("-p")
-    web_args[at : at + 2] = ["-p", "0"]
-    web_args[web_args.index("-b") + 1] = "127.0.0.1"
+    web_args = command("web")  # python -m config.web --host ... --port ...
+    web_args[web_args.index("--port") + 1] = "0"
+    web_args[web_args.index("--host") + 1] = "127.0.0.1"
 
     def process_env(service: str) -> dict[str, str]:
         return img.clean_env({**image.env, **production(service)}, venv)
@@ -151,7 +150,7 @@ def test_the_image_checks_migrates_serves_and_runs_a_worker(tmp_path, throwaway_
     try:
         port = int(
             web.wait_for_log(
-                r"Listening on TCP address 127\.0\.0\.1:(\d+)", timeout=STARTUP_S
+                r"web: \d+ Daphne process\(es\) on 127\.0\.0\.1:(\d+)", timeout=STARTUP_S
             ).group(1)
         )
         # What the proxy in front sends, and the compose healthcheck asks.
