@@ -48,7 +48,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.latency import LOOKUPS, Proc, _admin_sql, _server_url, _with_db  # noqa: E402
+from bench.latency import (  # noqa: E402
+    LOOKUPS,
+    Proc,
+    _admin_sql,
+    _server_url,
+    _with_db,
+    bench_redis_url,
+)
 
 DBNAME = "agentdesk_intakebench"
 SECRET = "whsec_bench_intake"
@@ -388,11 +395,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.quick:
         args.in_flight, args.bursts = min(args.in_flight, 300), "200@2000"
-    redis = _with_db(
-        os.environ.get("BENCH_REDIS_URL")
-        or os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
-        "14",
-    )
+    redis = bench_redis_url()
     dsn = _with_db(_server_url(), DBNAME)
     env = {
         **os.environ,

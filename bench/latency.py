@@ -61,6 +61,12 @@ def _with_db(url: str, name: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, parts.fragment))
 
 
+def bench_redis_url() -> str:
+    """The benchmarks' Redis: BENCH_REDIS_URL, else db 14 on REDIS_URL's server."""
+    default = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+    return _with_db(os.environ.get("BENCH_REDIS_URL") or default, "14")
+
+
 def _server_url() -> str:
     return os.environ.get("BENCH_DATABASE_URL") or os.environ.get(
         "DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"
@@ -273,11 +279,7 @@ def main() -> int:
     args = parser.parse_args()
     sizes = [int(x) for x in args.tickets.split(",")]
     slots = args.slots or max(sizes)
-    redis = _with_db(
-        os.environ.get("BENCH_REDIS_URL")
-        or os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
-        "14",
-    )
+    redis = bench_redis_url()
     database_url = _with_db(_server_url(), DBNAME)
     env = {
         **os.environ,
