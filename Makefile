@@ -41,7 +41,7 @@ run: install
 TEST_WORKERS ?= 3
 
 test: install
-	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile --durations=30 $(PYTEST_ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -132,7 +132,12 @@ def take_over_liveness(owner: str, process_key: int) -> None:
     pid = owner.split(":")[1].split("/")[0]
     db = connection.settings_dict
     params = {"dbname": db["NAME"], "user": db["USER"], "host": db["HOST"], "port": db["PORT"]}
-    where = "l.locktype = 'advisory' AND l.classid = %s AND l.objsubid = 2"
+    # pg_locks is the whole server's: other test databases (pytest-xdist's
+    # other workers) hold liveness keys of their own, often the same numbers.
+    where = (
+        "l.locktype = 'advisory' AND l.classid = %s AND l.objsubid = 2"
+        " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    )
     with psycopg.connect(**params, autocommit=True) as holder, connection.cursor() as cursor:
         queued = threading.Thread(
             target=holder.execute,

@@ -15,6 +15,16 @@ from agents.runtime.store import pool
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+@pytest.fixture(autouse=True)
+def fresh_pool(transactional_db):
+    """These tests kill pooled connections on purpose: the next test file on
+    this pytest worker gets a pool with none of them (torn down before the
+    database flush, which then borrows from a new pool)."""
+    yield
+    connection.close()
+    connection.close_pool()
+
+
 def _kill(pid: int) -> None:
     with psycopg.connect(**_params(), autocommit=True) as other:
         other.execute("SELECT pg_terminate_backend(%s)", [pid])
@@ -39,7 +49,11 @@ def test_a_connection_that_sat_in_the_pool_is_pinged_and_a_dead_one_replaced(mon
     first = _backend_pid()
     pool.give_back()
     _kill(first)
+    ready = connection.pool._pool  # psycopg_pool's deque: borrows take from the left
+    ready.rotate(1)  # the connection just given back (and killed) is the next one out
+    assert ready[0].info.backend_pid == first
     assert _backend_pid() != first  # the ping found it dead; the pool gave another
+    assert first not in [c.info.backend_pid for c in ready if not c.closed]  # and dropped it
 
 
 def test_a_connection_given_back_a_moment_ago_is_not_pinged():
