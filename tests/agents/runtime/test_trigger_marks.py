@@ -38,6 +38,53 @@ def test_a_queued_trigger_is_not_sent_twice_and_a_lost_one_is_sent_again(broker,
     assert _queued(broker) == 1
 
 
+def _age_mark(broker, session_id: int, seconds: float) -> None:
+    """As if the trigger had been sent `seconds` ago."""
+    key = dispatch.mark_key(session_id)
+    broker.set(key, float(broker.get(key)) - seconds, keepttl=True)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_trigger_behind_a_backlog_is_not_sent_twice_until_the_keep_time(broker, settings):
+    """A burst's triggers can wait longer than MARK_TTL_S in the queue of a
+    busy worker: while the queue holds messages, a stale mark is left alone
+    up to MARK_KEEP_S; with the queue empty, it means a lost trigger."""
+    settings.AGENTDESK_SWEEP_GRACE_S = 0
+    first = message_post(key="ticket:backlog-1", text="Where is my order?").session_id
+    second = message_post(key="ticket:backlog-2", text="And mine?").session_id
+    assert _queued(broker) == 2
+    _age_mark(broker, first, dispatch.MARK_TTL_S + 5)
+    assert sweeper.sweep() == []  # both triggers are still in the queue
+    assert _queued(broker) == 2
+
+    _age_mark(broker, first, dispatch.MARK_KEEP_S)  # queued for longer than we wait
+    assert sweeper.sweep() == [first]
+    assert _queued(broker) == 3
+
+    for key in broker.scan_iter("celery*"):  # the queue drained, by a worker that then died
+        broker.delete(key)
+    _age_mark(broker, second, dispatch.MARK_TTL_S + 1)
+    assert sweeper.sweep() == [second]  # first's mark is fresh again: it was just resent
+    assert sweeper.sweep() == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_sweepers_send_a_stale_trigger_once(broker, settings):
+    session_id = message_post(key="ticket:race", text="Hello").session_id
+    for key in broker.scan_iter("celery*"):
+        broker.delete(key)
+    _age_mark(broker, session_id, dispatch.MARK_TTL_S + 1)
+    stale = broker.get(dispatch.mark_key(session_id))
+    # Both sweepers read the stale mark; the first renews it and sends...
+    assert dispatch.renew_marks([(session_id, stale)]) == [session_id]
+    # ...the second finds a mark that is not the one it read, and does not.
+    assert dispatch.renew_marks([(session_id, stale)]) == []
+    # Likewise for a session neither saw marked: SET NX lets one through.
+    broker.delete(dispatch.mark_key(session_id))
+    assert dispatch.renew_marks([(session_id, None)]) == [session_id]
+    assert dispatch.renew_marks([(session_id, None)]) == []
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_task_starting_clears_the_mark(broker):
     session_id = message_post(key="ticket:clears", text="Hello").session_id
