@@ -51,12 +51,18 @@ class OnExpiry(models.TextChoices):
     ESCALATE = "escalate", "escalate: re-open for the higher role with a fresh clock"
 
 
-class ToolPolicy(models.Model):
-    class Approval(models.TextChoices):
-        DEFAULT = "default", "the built-in rules (approvals/policies.py)"
-        ALWAYS = "always", "always ask an approver"
-        NEVER = "never", "never ask"
+class ApprovalRule(models.TextChoices):
+    """A profile's rule for one tool, read by the one gate (approvals/gate.py)."""
 
+    DEFAULT = "default", "the built-in rules (approvals/policies.py)"
+    ALWAYS = "always", "always ask an approver"
+    NEVER = "never", "never ask"
+    # The tool stays offered (a program's stubs keep their shape) and every
+    # call of it is refused, with the reason, to the model.
+    DENY = "deny", "refuse every call"
+
+
+class ToolPolicy(models.Model):
     profile = models.ForeignKey(AgentProfile, on_delete=models.CASCADE, related_name="policies")
     # As people read it: `lookup_order`, `docs.search` (MCP server.tool),
     # `subagent.research` (delegate to the `research` profile).
@@ -65,7 +71,9 @@ class ToolPolicy(models.Model):
     kind = models.CharField(
         max_length=24, choices=Kind.choices, blank=True, help_text="empty: as declared"
     )
-    approval = models.CharField(max_length=8, choices=Approval.choices, default=Approval.DEFAULT)
+    approval = models.CharField(
+        max_length=8, choices=ApprovalRule.choices, default=ApprovalRule.DEFAULT
+    )
     timeout_s = models.FloatField(null=True, blank=True, help_text="empty: as declared")
     max_calls_per_turn = models.PositiveIntegerField(null=True, blank=True)
     cost_cents = models.PositiveIntegerField(default=0)
@@ -100,6 +108,9 @@ class ToolPolicy(models.Model):
             models.UniqueConstraint(fields=["profile", "capability"], name="toolpolicy_unique"),
             models.CheckConstraint(
                 condition=Q(kind__in=["", *Kind.values]), name="toolpolicy_kind_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(approval__in=ApprovalRule.values), name="toolpolicy_approval_valid"
             ),
             models.CheckConstraint(
                 condition=Q(decider_role__in=DeciderRole.values), name="toolpolicy_role_valid"

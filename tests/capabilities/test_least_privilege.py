@@ -74,6 +74,34 @@ def test_a_call_over_the_turns_cost_budget_is_refused(sandbox, caps_workers):
     assert_invariants(session)
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_tool_the_profile_denies_is_offered_and_every_call_refused(sandbox, caps_workers):
+    make_profile("no_refunds", "lookup_order", "issue_refund", issue_refund={"approval": "deny"})
+    caps_workers()
+    session = start_session("ticket:lp-4", "no_refunds", f"{REFUND} {LOOKUP}")
+
+    wait_turn(session, timeout=60)
+
+    refund = ToolCall.objects.get(session=session, name="issue_refund")
+    assert refund.status == "failed" and refund.attempts == 0
+    assert "Profile no_refunds does not allow issue_refund" in refund.output
+    assert sandbox.refunds() == []  # never executed
+    refused = Event.objects.get(session=session, kind="tool.refused")
+    assert refused.data["tool_use_id"] == refund.tool_use_id
+    assert ToolCall.objects.get(session=session, name="lookup_order").status == "succeeded"
+    assert_invariants(session)
+
+
+@pytest.mark.django_db
+def test_a_policy_outside_the_rules_is_refused_by_the_database():
+    from django.db import IntegrityError, transaction
+
+    profile = make_profile("strict")
+    with pytest.raises(IntegrityError, match="toolpolicy_approval_valid"):
+        with transaction.atomic():
+            ToolPolicy.objects.create(profile=profile, capability="x", approval="ask")
+
+
 @pytest.mark.django_db
 def test_admin_edits_to_profiles_and_policies_are_recorded(carol):
     from dashboard.roles import ADMIN, assign_role
