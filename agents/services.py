@@ -27,8 +27,9 @@ from agents.transitions import session_move, sql_moves, toolcall_move, turn_move
 T = Turn.Status
 C = ToolCall.Status
 S = Session.Status
-# What ACCEPT_TURN_SQL moves: a settled session (no turn open) runs again.
-MOVES = sql_moves(session=[(S.IDLE, S.RUNNING), (S.FAILED, S.RUNNING), (S.CANCELED, S.RUNNING)])
+# What ACCEPT_TURN_SQL moves: the session shows running, whatever it showed
+# (its WHERE: <> 'running'; the caller asks it only when no turn is open).
+MOVES = sql_moves(session=[(shown, S.RUNNING) for shown in S.values if shown != S.RUNNING])
 OPEN_TURN = [T.ACCEPTED, T.RUNNING, T.WAITING, T.WAITING_SUBAGENT, T.RESUMING]
 
 

@@ -11,7 +11,9 @@ each) and the one writer of each status (STYLE.md, rule 1).
   one round trip each: record_tool_result checks its move here before it is
   sent (`check_tool_move_from`); every module of such statements declares
   the moves they make (`sql_moves`), checked against these tables when it is
-  imported, and their WHERE clauses name the from-states.
+  imported, and their WHERE clauses name the from-states; the statements
+  themselves are read by tests/agents/test_status_sql.py, which holds every
+  move they can make to the tables and to the module's declaration.
 - A session's status follows its turns; SESSION_MOVES says how: a session
   that is not in the middle of a turn (idle, failed, canceled) only starts
   one (running) or stays settled.

@@ -52,10 +52,12 @@ C = ToolCall.Status
 T = Turn.Status
 S = Session.Status
 
-# What START_TURN_SQL moves: the first queued turn starts; a settled session runs.
+# What START_TURN_SQL moves: the first queued turn starts; the session shows
+# running, from whatever it showed (its WHERE: <> 'running'). Read from the
+# SQL and checked against both by tests/agents/test_status_sql.py.
 MOVES = sql_moves(
     turn=[(T.ACCEPTED, T.RUNNING)],
-    session=[(S.IDLE, S.RUNNING), (S.FAILED, S.RUNNING), (S.CANCELED, S.RUNNING)],
+    session=[(shown, S.RUNNING) for shown in S.values if shown != S.RUNNING],
 )
 
 

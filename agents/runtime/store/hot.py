@@ -41,11 +41,13 @@ C = ToolCall.Status
 T = Turn.Status
 S = Session.Status
 
-# What these statements move (the reply that ends a turn; the next call
-# marked running with a result), checked against agents/transitions.py.
+# What these statements move (the reply that ends a turn: the session shows
+# running when a turn is queued, else idle, whatever it showed; the next call
+# marked running with a result), checked against agents/transitions.py, and
+# read from the SQL itself by tests/agents/test_status_sql.py.
 MOVES = sql_moves(
     turn=[(T.RUNNING, T.SUCCEEDED)],
-    session=[(S.RUNNING, S.RUNNING), (S.RUNNING, S.IDLE)],
+    session=[(shown, to) for shown in S.values for to in (S.RUNNING, S.IDLE)],
     tool=[(C.PENDING, C.RUNNING), (C.APPROVED, C.RUNNING)],
 )
 
