@@ -38,14 +38,15 @@ SMALL_REFUND = {
 HOST = socket.gethostname()
 
 
-def _hold_order_lookups(sandbox, ms: int, count: int = 1) -> None:
-    """Hold GET /helpdesk/orders so a step is in flight long enough to kill its worker."""
+def _hold_order_lookups(sandbox, ms: int, count: int = 1, order: str = "") -> None:
+    """Hold GET /helpdesk/orders (of one order, when given) so a step is in
+    flight long enough to kill its worker."""
     sandbox.fault(
         target="helpdesk",
         kind="latency",
         latency_ms=ms,
         count=count,
-        match={"path_prefix": "/helpdesk/orders"},
+        match={"path_prefix": f"/helpdesk/orders/{order}" if order else "/helpdesk/orders"},
     )
 
 
@@ -315,14 +316,22 @@ def test_a_busy_worker_still_sweeps_on_its_own_clock(sandbox, workers, broker):
     dead owner's session is still noticed within the sweep bound (the
     worker's sweeper thread) and its trigger waits at priority 0 for the
     first free worker, which then recovers it."""
-    _hold_order_lookups(sandbox, 15000, count=2)
+    # Each session's lookup held at the sandbox by a rule of its own: a hold
+    # longer than the lookup's 10 s timeout is retried, and a shared rule let
+    # the victim's retry take the hold meant for the busy session when the
+    # machine was slow. The victim's call stays in flight across two held
+    # attempts (about 20 s); the busy one's for one (about 10 s).
+    _hold_order_lookups(sandbox, 15000, count=2, order="ORD-1001")
+    _hold_order_lookups(sandbox, 15000, count=1, order="ORD-1004")
     # One slot each, so that each worker is truly busy with its one session (a
     # wider pool would take the trigger at once): what is tested is that a
-    # busy worker still sweeps.
-    first = workers.start("w1", AGENTDESK_WORKER_SLOTS="1")
+    # busy worker still sweeps. Both are ready before any ticket comes in, so
+    # no start-up, however slow, falls between the two calls.
+    pair = [workers.start(name, AGENTDESK_WORKER_SLOTS="1") for name in ("w1", "w2")]
     victim_session = deliver_ticket(sandbox.ticket(**SMALL_REFUND))
-    wait_for(lambda: _call_in_flight(victim_session), timeout=30, what="w1's call in flight")
-    second = workers.start("w2", AGENTDESK_WORKER_SLOTS="1")
+    wait_for(lambda: _call_in_flight(victim_session), timeout=30, what="the victim's call")
+    first = next(p for p in pair if p.pid == _owner_pid(victim_session))
+    second = next(p for p in pair if p is not first)
     busy_session = deliver_ticket(
         sandbox.ticket(
             email="bob.okafor@example.net",
@@ -331,22 +340,25 @@ def test_a_busy_worker_still_sweeps_on_its_own_clock(sandbox, workers, broker):
             order_id="ORD-1004",
         )
     )
-    wait_for(lambda: _call_in_flight(busy_session), timeout=30, what="w2's call in flight")
-    assert _owner_pid(victim_session) == first.pid
+    # The first worker's one slot is taken (prefetch 1, acks_late): only the
+    # second can take this trigger.
+    wait_for(lambda: _call_in_flight(busy_session), timeout=30, what="the busy call")
+    assert _owner_pid(busy_session) == second.pid
+    assert _call_in_flight(victim_session) is not None, "the victim's call came back too soon"
 
     killed_at = time.monotonic()
     first.kill(signal.SIGKILL)
-    # No beat: only w2's sweeper thread can notice. (Its trigger may sit at
-    # priority 0, or already be w2's one prefetched message: either way it
-    # waits for w2's one slot.)
+    # No beat: only the second worker's sweeper thread can notice. (Its
+    # trigger may sit at priority 0, or already be that worker's one
+    # prefetched message: either way it waits for its one slot.)
     second.wait_for_log(rf"sweeper re-enqueued \d+ session\(s\): \[[^]]*\b{victim_session.pk}\b")
     noticed_s = time.monotonic() - killed_at
     bound = float(workers.env["AGENTDESK_SWEEP_GRACE_S"]) + float(
         workers.env["AGENTDESK_SWEEP_INTERVAL_S"]
     )
-    assert _call_in_flight(busy_session) is not None, "w2 was free: the test proves nothing"
+    assert _call_in_flight(busy_session) is not None, "the second worker was free: proves nothing"
     assert noticed_s <= bound + 2.5, f"noticed after {noticed_s:.2f}s (bound {bound}s + 2.5s)"
-    assert wait_turn(victim_session, timeout=60).status == "succeeded", workers.logs()
+    assert wait_turn(victim_session, timeout=90).status == "succeeded", workers.logs()
     assert "recovery" in kinds(victim_session)
     _exactly_one_refund(sandbox, victim_session)
     assert wait_turn(busy_session, timeout=60).status == "succeeded", workers.logs()
