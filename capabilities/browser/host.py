@@ -46,7 +46,15 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
     "--no-first-run",
-    "--disable-features=Translate,MediaRouter,OptimizationHints",
+    # Debian's chromium is the full browser in its new headless mode: every
+    # page gets a browser window whose location bar preloads two WebUI
+    # omnibox pop-ups (the classic and the "AI mode" one), each in a
+    # renderer process of its own, for a window no one sees. They were two
+    # of the three renderers, and 40 of the 75 MiB, of each open context
+    # (bench/browser.py). The spare renderer, kept warm for the next page,
+    # is 10 MiB for a page opened only when a context is made or restored.
+    "--disable-features=Translate,MediaRouter,OptimizationHints,"
+    "WebUIOmniboxPopup,WebUIOmniboxAimPopup,SpareRendererForSitePerProcess",
 ]
 VIEWPORT = {"width": 900, "height": 700}
 
@@ -218,6 +226,23 @@ class Host:
         slot.page = await slot.context.new_page()
         slot.guard.main_page = slot.page
         slot.page.on("dialog", lambda dialog: asyncio.ensure_future(dialog.dismiss()))
+
+    def stop(self, timeout: float = 30) -> None:
+        """Close Chromium and Playwright's driver, then the loop (tests, benches:
+        a worker's browser goes with its process)."""
+
+        async def down() -> None:
+            for slot in list(self.slots.values()):
+                await self._close(slot)
+            if self._browser is not None:
+                await self._browser.close()
+            await self._playwright.stop()
+
+        try:
+            self.run(down, timeout)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(timeout)
 
     def stats(self) -> dict[str, int]:
         return {"open": len(self.slots), "in_use": sum(s.in_use for s in self.slots.values())}
