@@ -78,6 +78,8 @@ def test_a_lost_parcel_claim_is_filed_once_after_approval_on_the_desk(
     number = portal["claims"][0]["number"]
     reply = ToolCall.objects.get(session=session, name="send_reply")
     assert approval.preview["fields"]["tracking"] == "TRK1002"  # the card showed the form
+    # The submit's own reference, on the card and in the claim ("my claims" shows it).
+    assert portal["claims"][0]["reference"] == approval.preview["fields"]["reference"]
     assert approval.preview["screenshot"].startswith("data:image/jpeg;base64,")
     assert number in reply.input["body"]
     steps = Event.objects.filter(session=session, kind="browser.step").order_by("seq")
@@ -120,15 +122,20 @@ def _kill(victim) -> None:
     victim.popen.wait(10)
 
 
-def test_workers_killed_after_login_and_during_the_approved_submit_file_one_claim(
+def test_workers_killed_after_login_and_twice_in_the_approved_submit_file_one_claim(
     sandbox, workers, bob
 ):
-    """Two deaths in one run (each costs a worker start and a Chromium):
-    after the login, a fresh worker restores the cookies (no second login);
-    while the approved claim is answered late, the next worker's check on
-    "my claims" finds it (no second claim)."""
+    """Three deaths in one run (each costs a worker start and a Chromium).
+    After the login: a fresh worker restores the cookies (no second login).
+    While the approved claim is held and then dropped by the portal: the
+    next worker's check on "my claims" finds only an earlier claim for the
+    same parcel, not this submit's reference, so it goes back to the form
+    and submits once more. That claim is filed and answered late, and its
+    worker dies too: the last worker's check finds it (no second claim)."""
     first = workers.start("first")
     workers.beat()  # the sweeper notices a dead owner
+    earlier = {"tracking": "TRK1002", "description": "Filed by phone last week"}
+    sandbox.post("/_carrier", {"earlier_claim": earlier})
     session = _parcel_ticket(sandbox)
     wait_for(
         lambda: "/carrier/shipments" in _state(session).data.get("url", ""),
@@ -139,18 +146,25 @@ def test_workers_killed_after_login_and_during_the_approved_submit_file_one_clai
     second = workers.start("second")
     approval = _approval(session)
     assert _portal(sandbox)["logins"] == 1  # restored, not logged in again
-    sandbox.post("/_carrier", {"claim_delay_ms": 30_000})  # filed, answered late
+    sandbox.post("/_carrier", {"claim_lost_ms": 30_000})  # held, then dropped unrecorded
     _approve_on_desk(bob, approval)
-    wait_for(lambda: _portal(sandbox)["claims"], timeout=60, what="the claim filed")
+    wait_for(lambda: _portal(sandbox)["received_claims"] == 1, timeout=60, what="the claim sent")
     _kill(second)
-    workers.start("third")
+    sandbox.post("/_carrier", {"claim_delay_ms": 30_000})  # the next one: filed, answered late
+    third = workers.start("third")
+    wait_for(lambda: len(_portal(sandbox)["claims"]) == 2, timeout=90, what="the claim filed")
+    _kill(third)
+    workers.start("fourth")
 
     turn = wait_turn(session, timeout=120)
     assert turn.status == "succeeded", workers.logs()
     portal = _portal(sandbox)
-    assert portal["logins"] == 1 and len(portal["claims"]) == 1, portal
+    assert portal["logins"] == 1 and portal["received_claims"] == 2, portal
+    reference = approval.preview["fields"]["reference"]
+    assert [c["reference"] for c in portal["claims"]] == ["", reference], portal
     steps = Event.objects.filter(session=session, kind="browser.step")
-    assert "submit.check" in [e.data["action"] for e in steps]  # the check decided
+    checks = [e for e in steps if e.data["action"] == "submit.check"]
+    assert len(checks) == 2  # each dead submit was decided by the check
     submit = ToolCall.objects.get(session=session, name="browser_submit", parent=None)
     assert submit.status == "succeeded"
     results = [
@@ -159,7 +173,8 @@ def test_workers_killed_after_login_and_during_the_approved_submit_file_one_clai
         for block in row.content
         if block.get("tool_use_id") == submit.tool_use_id
     ]
-    assert portal["claims"][0]["number"] in str(results)  # what the check found
+    assert portal["claims"][1]["number"] in str(results)  # what the check found
+    assert portal["claims"][0]["number"] not in str(results)
     assert_invariants(session)
 
 
