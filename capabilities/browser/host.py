@@ -16,6 +16,9 @@ request that never left: the runtime retries it). Nothing is lost by
 closing a context: its state is in Postgres after every action.
 
 Every request of every context goes through `guard.Guard` (least privilege).
+What it refuses while no action runs (a page's timer) waits in the guard,
+or here in `unrecorded` once its context is closed, until the session's
+next action or the close of its context records it (actions.py).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from capabilities.browser import guard
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+MAX_UNRECORDED_KEYS = 1000  # sessions that never come back to this process
 
 CHROMIUM_ARGS = [
     "--headless",
@@ -84,6 +88,8 @@ class Host:
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
         self.slots: dict[str, Slot] = {}
+        # By session key: refusals of closed contexts, not recorded yet.
+        self.unrecorded: dict[str, list[dict[str, Any]]] = {}
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self._playwright: Any = None
@@ -148,19 +154,12 @@ class Host:
                 if slot is not None and not slot.in_use:
                     if slot.version == version:
                         slot.in_use, slot.last_used = True, time.monotonic()
+                        slot.guard.acting = True
                         return slot
                     await self._close(slot)  # another worker moved it on: restore
                     continue
                 if slot is None and len(self.slots) < settings.AGENTDESK_BROWSER_MAX_CONTEXTS:
-                    slot = Slot(key, version, None, None, guard.Guard(rules), in_use=True)
-                    self.slots[key] = slot
-                    try:
-                        await self._open(slot, restore)
-                    except BaseException:
-                        self.slots.pop(key, None)
-                        self._freed.notify_all()
-                        raise
-                    return slot
+                    return await self._made(key, version, restore, rules)
                 if slot is None and (idle := self._lru_idle()) is not None:
                     await self._close(idle)
                     continue
@@ -175,22 +174,41 @@ class Host:
                 except TimeoutError:
                     pass
 
+    async def _made(self, key: str, version: int, restore: dict[str, Any] | None, rules) -> Slot:
+        """A new context for `key`, restored from the stored state (under the lock)."""
+        assert self._freed is not None
+        slot = Slot(key, version, None, None, guard.Guard(rules, acting=True), in_use=True)
+        self.slots[key] = slot
+        try:
+            await self._open(slot, restore)
+        except BaseException:
+            self.slots.pop(key, None)
+            self._freed.notify_all()
+            raise
+        return slot
+
     async def give_back(self, slot: Slot, *, version: int, close: bool = False) -> None:
         assert self._freed is not None
         async with self._freed:
             slot.in_use, slot.version, slot.last_used = False, version, time.monotonic()
+            slot.guard.acting = False
             if close:
                 await self._close(slot)
             self._freed.notify_all()
 
-    async def close(self, key: str) -> None:
-        """Close a session's context if it is idle (the session waits)."""
+    async def close(self, key: str) -> list[dict[str, Any]]:
+        """Close a session's context if it is idle (the session waits); returns
+        what its guard refused that no action recorded, for the caller to."""
         assert self._freed is not None
         async with self._freed:
             slot = self.slots.get(key)
             if slot is not None and not slot.in_use:
                 await self._close(slot)
                 self._freed.notify_all()
+            return self.take_unrecorded(key)
+
+    def take_unrecorded(self, key: str) -> list[dict[str, Any]]:
+        return self.unrecorded.pop(key, [])
 
     def _lru_idle(self) -> Slot | None:
         idle = [s for s in self.slots.values() if not s.in_use]
@@ -203,6 +221,11 @@ class Host:
 
     async def _close(self, slot: Slot) -> None:
         self.slots.pop(slot.key, None)
+        left = slot.guard.take_refused() + slot.guard.take_between()
+        if left:  # kept for the session's next action or close here
+            self.unrecorded.setdefault(slot.key, []).extend(left)
+            while len(self.unrecorded) > MAX_UNRECORDED_KEYS:
+                self.unrecorded.pop(next(iter(self.unrecorded)))
         if slot.context is not None:
             try:
                 await slot.context.close()

@@ -100,7 +100,8 @@ def _gate(config, ctx, call, loaded, form, steps) -> tuple[ToolOutput | None, di
     if verdict.decision != "wait":
         return None, {}
     preview = _preview(config, ctx, call, loaded, form)
-    actions.close_for(ctx.session_key)  # the session waits on a person
+    # The session waits on a person.
+    actions.close_for(ctx.session_key, session_id=call.session_id, turn_id=call.turn_id)
     raise NeedsApproval(
         step=STEP,
         name="browser_submit",
