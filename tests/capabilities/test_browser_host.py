@@ -5,8 +5,10 @@ No workers here: the host runs in the test's process, as in a worker's."""
 
 from __future__ import annotations
 
+import asyncio
 import http.server
 import threading
+import time
 
 import psutil
 import pytest
@@ -88,6 +90,30 @@ def test_an_open_context_holds_one_renderer_process_and_its_own_cookies():
             wait_for(one_each, timeout=15, what="one renderer per open context")
         except AssertionError:
             raise AssertionError(f"3 open contexts, {counted[-1]} renderer processes") from None
+    finally:
+        host.stop()
+        site.close()
+
+
+def test_at_the_bound_a_session_waits_for_a_context_and_is_told_busy_not_crashed(settings):
+    settings.AGENTDESK_BROWSER_MAX_CONTEXTS = 1
+    settings.AGENTDESK_BROWSER_CONTEXT_WAIT_S = 1.0
+    site = _Site()
+    host = hosting.Host()
+    try:
+        config = BrowserConfig(allow=(site.url + "/",))
+        alice = host.run(lambda: host.lease("alice", 0, None, config), 30)
+        started = time.monotonic()
+        with pytest.raises(hosting.Busy, match="all 1 browser contexts"):
+            host.run(lambda: host.lease("bob", 0, None, config), 30)
+        assert time.monotonic() - started >= 1.0  # it waited first
+
+        settings.AGENTDESK_BROWSER_CONTEXT_WAIT_S = 30.0
+        waiting = asyncio.run_coroutine_threadsafe(host.lease("bob", 0, None, config), host.loop)
+        assert not waiting.done()  # alice holds the only context
+        host.run(lambda: host.give_back(alice, version=1), 30)
+        bob = waiting.result(30)  # alice's context, idle now, was closed for bob's
+        assert list(host.slots) == ["bob"] and bob.in_use
     finally:
         host.stop()
         site.close()
