@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -54,8 +55,17 @@ class Prefix:
             parts.scheme == self.scheme
             and (parts.hostname or "").lower() == self.host
             and port == self.port
-            and (parts.path or "/").startswith(self.path)
+            and resolved_path(parts.path).startswith(self.path)
         )
+
+
+def resolved_path(path: str) -> str:
+    """The path as a browser's URL parser (and Playwright's fetch) resolves
+    it: "/carrier/../_carrier" is "/_carrier", and so are "%2e%2e" and
+    backslashes. A redirect's Location is checked as written and then
+    fetched resolved, so an allowed prefix must be matched on the latter."""
+    raw = re.sub(r"%2e", ".", (path or "/").replace("\\", "/"), flags=re.IGNORECASE)
+    return urlsplit(urljoin("http://x/", raw)).path or "/"
 
 
 def expand(url: str) -> str:
