@@ -10,7 +10,8 @@ Against DATABASE_URL (migrated; it writes one session per run, key
    state (Playwright storage state with a session cookie and local storage,
    URL, history, a filled form), SAVES times; and the same with the step's
    event (a ~25 KB thumbnail) under the session lock, as every action
-   writes it. Median and p95 in ms.
+   writes it. Median and p95 in ms, and the median CPU time of the thread
+   (load moves the wall time; it barely moves the CPU time).
 2. Memory per open context: the process's Host (one Chromium) opens
    CONTEXTS contexts, each with a live page on its own copy of a small form
    page served by a loopback server (every request through the guard, as
@@ -157,16 +158,20 @@ def state_overhead(saves: int) -> None:
         "tool_use_id": "toolu_bench",
     }
     for label, with_step in (("state only", None), ("state + step event", step)):
-        times = []
+        times, cpu = [], []
         for _ in range(saves):
-            started = time.perf_counter()
+            started, started_cpu = time.perf_counter(), time.thread_time()
             state.save(loaded, step=with_step, turn_id=None)
             times.append((time.perf_counter() - started) * 1000)
+            cpu.append((time.thread_time() - started_cpu) * 1000)
         times.sort()
         p95 = times[int(len(times) * 0.95) - 1]
+        # The wall time moves with the machine's load; this thread's CPU
+        # (seal, JSON, the driver's side of the round trips) barely does.
         print(
             f"store per action ({label}): median {statistics.median(times):.2f} ms, "
-            f"p95 {p95:.2f} ms over {saves}"
+            f"p95 {p95:.2f} ms over {saves}; this thread's CPU: median "
+            f"{statistics.median(cpu):.2f} ms"
         )
     from django.db import connection, transaction
 
