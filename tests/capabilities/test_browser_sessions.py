@@ -91,6 +91,31 @@ def test_a_lost_parcel_claim_is_filed_once_after_approval_on_the_desk(
     _assert_state_sealed(session, settings)
 
 
+def test_a_denied_claim_is_never_filed_and_the_model_reads_why(sandbox, workers, bob):
+    from approvals.services import approval_decide
+
+    workers.start()
+    session = _parcel_ticket(sandbox)
+    approval = _approval(session)
+
+    why = "The parcel was left with a neighbour; no claim."
+    approval_decide(approval_id=approval.id, user=bob, decision="deny", reason=why)
+
+    turn = wait_turn(session, timeout=60)
+    assert turn.status == "succeeded", workers.logs()
+    portal = _portal(sandbox)
+    assert portal["claims"] == [] and portal["received_claims"] == 0, portal
+    submit = ToolCall.objects.get(session=session, name="browser_submit", parent=None)
+    results = [
+        block
+        for row in Message.objects.filter(session=session, role="user")
+        for block in row.content
+        if block.get("tool_use_id") == submit.tool_use_id
+    ]
+    assert "a person denied this submit" in str(results) and why in str(results), results
+    assert_invariants(session)
+
+
 def _assert_state_sealed(session, settings) -> None:
     """The raw column holds nothing readable; only the key opens it."""
     from django.db import connection
