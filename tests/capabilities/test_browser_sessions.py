@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 LOST = "My parcel TRK1002 never arrived. Please file a claim with the carrier."
 
 
-def _parcel_ticket(sandbox):
+def _parcel_ticket(sandbox, profile: str = "carrier_claims"):
     ticket = sandbox.ticket(
         email="alice.martin@example.com",
         subject="Parcel never arrived",
@@ -32,7 +32,7 @@ def _parcel_ticket(sandbox):
     )
     # The ticket's session runs the carrier profile (made before the webhook
     # arrives, which then posts into it).
-    services.session_get_or_create(key=f"ticket:{ticket['id']}", profile="carrier_claims")
+    services.session_get_or_create(key=f"ticket:{ticket['id']}", profile=profile)
     return deliver_ticket(ticket)
 
 
@@ -201,6 +201,45 @@ def test_workers_killed_after_login_and_twice_in_the_approved_submit_file_one_cl
     assert portal["claims"][1]["number"] in str(results)  # what the check found
     assert portal["claims"][0]["number"] not in str(results)
     assert_invariants(session)
+
+
+def test_a_submit_whose_worker_died_is_in_doubt_when_the_profile_names_no_check(
+    sandbox, workers, bob
+):
+    """Without a check nothing can tell whether the claim went through: the
+    call is in doubt for a person, and the claim is never sent again."""
+    from tests.capabilities.browser_unchecked import PROFILE
+    from tests.processes import start_worker
+
+    def worker(name: str):
+        include = ("--include", "tests.capabilities.browser_unchecked")
+        proc = start_worker(name, workers.env, workers.log_dir, *include)
+        workers.procs.append(proc)
+        return proc
+
+    first = worker("first")
+    workers.beat()  # the sweeper notices a dead owner
+    session = _parcel_ticket(sandbox, PROFILE)
+    approval = _approval(session)
+    sandbox.post("/_carrier", {"claim_delay_ms": 30_000})  # filed, answered late
+    _approve_on_desk(bob, approval)
+    wait_for(lambda: _portal(sandbox)["claims"], timeout=60, what="the claim filed")
+    _kill(first)
+    worker("second")
+
+    submit = wait_for(
+        lambda: ToolCall.objects.filter(
+            session=session, name="browser_submit", parent=None, status="in_doubt"
+        ).first(),
+        timeout=90,
+        what="the submit in doubt",
+    )
+    assert "names no check" in submit.output
+    assert Event.objects.filter(session=session, kind="tool.in_doubt").exists()
+    portal = _portal(sandbox)
+    assert portal["received_claims"] == 1 and len(portal["claims"]) == 1, portal
+    steps = Event.objects.filter(session=session, kind="browser.step")
+    assert "submit.check" not in [e.data["action"] for e in steps]
 
 
 class _Elsewhere:
