@@ -106,12 +106,7 @@ def test_a_denied_claim_is_never_filed_and_the_model_reads_why(sandbox, workers,
     portal = _portal(sandbox)
     assert portal["claims"] == [] and portal["received_claims"] == 0, portal
     submit = ToolCall.objects.get(session=session, name="browser_submit", parent=None)
-    results = [
-        block
-        for row in Message.objects.filter(session=session, role="user")
-        for block in row.content
-        if block.get("tool_use_id") == submit.tool_use_id
-    ]
+    results = _results(session, submit.tool_use_id)
     assert "a person denied this submit" in str(results) and why in str(results), results
     assert_invariants(session)
 
@@ -134,6 +129,16 @@ def _assert_state_sealed(session, settings) -> None:
     settings.AGENTDESK_BROWSER_KEY = "A" * 43  # another key (32 bytes, base64)
     with pytest.raises(crypto.StateUnreadable):
         state.load(session.id)
+
+
+def _results(session, tool_use_id: str) -> list[dict]:
+    """The tool_result blocks the model read for one call."""
+    return [
+        block
+        for row in Message.objects.filter(session=session, role="user")
+        for block in row.content
+        if block.get("tool_use_id") == tool_use_id
+    ]
 
 
 def _state(session):
@@ -192,12 +197,7 @@ def test_workers_killed_after_login_and_twice_in_the_approved_submit_file_one_cl
     assert len(checks) == 2  # each dead submit was decided by the check
     submit = ToolCall.objects.get(session=session, name="browser_submit", parent=None)
     assert submit.status == "succeeded"
-    results = [
-        block
-        for row in Message.objects.filter(session=session, role="user")
-        for block in row.content
-        if block.get("tool_use_id") == submit.tool_use_id
-    ]
+    results = _results(session, submit.tool_use_id)
     assert portal["claims"][1]["number"] in str(results)  # what the check found
     assert portal["claims"][0]["number"] not in str(results)
     assert_invariants(session)
@@ -208,24 +208,17 @@ def test_a_submit_whose_worker_died_is_in_doubt_when_the_profile_names_no_check(
 ):
     """Without a check nothing can tell whether the claim went through: the
     call is in doubt for a person, and the claim is never sent again."""
-    from tests.capabilities.browser_unchecked import PROFILE
-    from tests.processes import start_worker
+    from tests.capabilities.browser_profiles import UNCHECKED
 
-    def worker(name: str):
-        include = ("--include", "tests.capabilities.browser_unchecked")
-        proc = start_worker(name, workers.env, workers.log_dir, *include)
-        workers.procs.append(proc)
-        return proc
-
-    first = worker("first")
+    first = _worker_with_test_profiles(workers, "first")
     workers.beat()  # the sweeper notices a dead owner
-    session = _parcel_ticket(sandbox, PROFILE)
+    session = _parcel_ticket(sandbox, UNCHECKED)
     approval = _approval(session)
     sandbox.post("/_carrier", {"claim_delay_ms": 30_000})  # filed, answered late
     _approve_on_desk(bob, approval)
     wait_for(lambda: _portal(sandbox)["claims"], timeout=60, what="the claim filed")
     _kill(first)
-    worker("second")
+    _worker_with_test_profiles(workers, "second")
 
     submit = wait_for(
         lambda: ToolCall.objects.filter(
@@ -240,6 +233,39 @@ def test_a_submit_whose_worker_died_is_in_doubt_when_the_profile_names_no_check(
     assert portal["received_claims"] == 1 and len(portal["claims"]) == 1, portal
     steps = Event.objects.filter(session=session, kind="browser.step")
     assert "submit.check" not in [e.data["action"] for e in steps]
+
+
+def _worker_with_test_profiles(workers, name: str):
+    from tests.processes import start_worker
+
+    include = ("--include", "tests.capabilities.browser_profiles")
+    proc = start_worker(name, workers.env, workers.log_dir, *include)
+    workers.procs.append(proc)
+    return proc
+
+
+def test_a_turn_gets_its_browser_actions_budget_and_then_an_error(sandbox, workers):
+    import json
+
+    from agents.models import Session
+    from tests.capabilities.browser_profiles import BUDGETED, MAX_ACTIONS
+
+    calls = [("browser_open", {"url": f"{sandbox.url}/carrier/login"})]
+    calls += [("browser_read", {})] * MAX_ACTIONS
+    text = " ".join(f"[[call:{name} {json.dumps(args)}]]" for name, args in calls)
+    services.session_get_or_create(key="browser:budget", profile=BUDGETED)
+    _worker_with_test_profiles(workers, "w1")
+    services.message_post(key="browser:budget", text=text)
+
+    session = Session.objects.get(key="browser:budget")
+    assert wait_turn(session, timeout=90).status == "succeeded", workers.logs()
+    made = ToolCall.objects.filter(session=session, parent=None).order_by("id")
+    assert [c.status for c in made] == ["succeeded"] * MAX_ACTIONS + ["failed"]
+    assert f"at most {MAX_ACTIONS} actions per turn" in str(
+        _results(session, made.last().tool_use_id)
+    )
+    steps = Event.objects.filter(session=session, kind="browser.step").count()
+    assert steps == MAX_ACTIONS  # the one over budget never reached the browser
 
 
 class _Elsewhere:
