@@ -145,6 +145,12 @@ def event_summary(kind: str, data: dict[str, Any] | None) -> str:
         note = f", {refused} request{'s' if refused != 1 else ''} refused" if refused else ""
         error = f": {d.get('error')}" if d.get("error") else ""
         return f"Browser {d.get('action', '')} at {d.get('url', '')}{note}{error}"
+    if kind == "browser.refused":
+        refused = len(d.get("refused") or [])
+        return (
+            f"Browser: {refused} request{'s' if refused != 1 else ''} refused between "
+            "actions (a page's own timer or script)"
+        )
     if kind == "tool.closed":
         return f"{d.get('name', 'tool')} closed with the turn ({d.get('status', '')})"
     if kind == "transcript.copied":

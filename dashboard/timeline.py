@@ -34,6 +34,7 @@ TIMELINE_KINDS = (
     "model.failed",
     "tool.finished",
     "browser.step",
+    "browser.refused",
     "tool.in_doubt",
     "tool.resolved",
     "approval.requested",
@@ -162,6 +163,10 @@ class _Steps:
         note = f" · {refused} refused" if refused else ""
         label = f"Browser {d.get('action', '')} {str(d.get('url', ''))[:120]}{note}"
         self.add(Step("browser", label, at, at, thumb=browser_thumb(d.get("thumb"))))
+
+    def on_browser_refused(self, d: dict[str, Any], at: datetime) -> None:
+        label = f"Browser: {len(d.get('refused') or [])} refused between actions"
+        self.add(Step("browser", label, at, at))
 
     def on_approval_requested(self, d: dict[str, Any], at: datetime) -> None:
         asked = "an outside agent's request, " if d.get("external") else ""

@@ -2,11 +2,14 @@
 
 Served under /carrier by the sandbox: a login form (the password is the
 seed's, CARRIER_USERNAME / CARRIER_PASSWORD), a shipment search, a
-lost-parcel claim form carrying a one-time form token, and a "my claims"
-page listing every claim with its confirmation number. It counts logins and
-claims (GET /_carrier) so tests can assert exactly-once, and it can hold a
-claim's answer after the claim is committed (POST /_carrier
-{"claim_delay_ms": N}), so a test can kill the client mid-submit.
+lost-parcel claim form carrying a one-time form token and an optional
+"your reference" field, and a "my claims" page listing every claim with its
+reference and confirmation number. It counts logins and claims (GET
+/_carrier) so tests can assert exactly-once. POST /_carrier sets up what a
+test needs: {"claim_delay_ms": N} holds the next claim's answer after the
+claim is committed, {"claim_lost_ms": N} holds the next claim N ms and then
+drops it unrecorded (a client killed meanwhile cannot tell which happened),
+{"earlier_claim": {...}} lists a claim filed before (by someone else).
 
 State is in memory on purpose: it is this process's world, reset with the
 rest by /_reset. Everything shown is escaped (html.escape): descriptions are
@@ -39,6 +42,7 @@ class Claim:
     tracking: str
     description: str
     created: float
+    reference: str = ""
 
 
 @dataclass
@@ -46,7 +50,9 @@ class CarrierPortal:
     logins: int = 0
     failed_logins: int = 0
     refused_claims: int = 0
+    received_claims: int = 0  # claim posts that arrived, recorded or not
     claim_delay_ms: int = 0
+    claim_lost_ms: int = 0
     # Raw HTML on the news page (POST /_carrier {"news_html": ...}): a page
     # of the allowed site that links, redirects or loads scripts elsewhere.
     news_html: str = ""
@@ -58,6 +64,7 @@ class CarrierPortal:
     def clear(self) -> None:
         with self.lock:
             self.logins = self.failed_logins = self.refused_claims = self.claim_delay_ms = 0
+            self.received_claims = self.claim_lost_ms = 0
             self.news_html = ""
             self.sessions.clear()
             self.tokens.clear()
@@ -69,6 +76,7 @@ class CarrierPortal:
                 "logins": self.logins,
                 "failed_logins": self.failed_logins,
                 "refused_claims": self.refused_claims,
+                "received_claims": self.received_claims,
                 "claims": [c.__dict__ for c in self.claims],
             }
 
@@ -173,6 +181,7 @@ async def claim_form(request: Request) -> Response:
         f"<input type=hidden name=form_token value='{token}'>"
         f"<label>Tracking number <input name=tracking value='{t}' readonly></label>"
         "<label>What happened <textarea name=description required></textarea></label>"
+        "<label>Your reference (optional) <input name=reference maxlength=40></label>"
         "<button type=submit>Submit claim</button></form>",
     )
 
@@ -182,22 +191,15 @@ async def claim_create(request: Request) -> Response:
         return _to_login()
     form = await request.form()
     portal = _portal(request)
-    token, tracking = str(form.get("form_token", "")), str(form.get("tracking", ""))
     with portal.lock:
-        if token not in portal.tokens or tracking not in SHIPMENTS:
-            portal.refused_claims += 1
-            claim = None
-        else:
-            portal.tokens.discard(token)  # one time: a resubmitted form is refused
-            claim = Claim(
-                f"CLM-{len(portal.claims) + 1:04d}-{secrets.token_hex(2).upper()}",
-                tracking,
-                str(form.get("description", ""))[:2000],
-                time.time(),
-            )
-            portal.claims.append(claim)
-        delay = portal.claim_delay_ms
-        portal.claim_delay_ms = 0
+        portal.received_claims += 1
+        lost, portal.claim_lost_ms = portal.claim_lost_ms, 0
+    if lost:  # held, then dropped: nothing is recorded
+        await asyncio.sleep(lost / 1000)
+        return _page("Try again", "<p>The service is busy; nothing was filed.</p>", 503)
+    with portal.lock:
+        claim = _file(portal, form)
+        delay, portal.claim_delay_ms = portal.claim_delay_ms, 0
     if claim is None:
         return _page("Claim refused", "<p>This form has expired or was already sent.</p>", 409)
     if delay:  # committed; the answer is late (a client killed meanwhile never sees it)
@@ -210,6 +212,28 @@ async def claim_create(request: Request) -> Response:
     )
 
 
+def _file(portal: CarrierPortal, form: Any) -> Claim | None:
+    """A claim from a posted form, under the portal's lock; None when refused."""
+    token, tracking = str(form.get("form_token", "")), str(form.get("tracking", ""))
+    if token not in portal.tokens or tracking not in SHIPMENTS:
+        portal.refused_claims += 1
+        return None
+    portal.tokens.discard(token)  # one time: a resubmitted form is refused
+    return _add(portal, tracking, form.get("description", ""), form.get("reference", ""))
+
+
+def _add(portal: CarrierPortal, tracking: str, description: Any, reference: Any) -> Claim:
+    claim = Claim(
+        f"CLM-{len(portal.claims) + 1:04d}-{secrets.token_hex(2).upper()}",
+        tracking,
+        str(description)[:2000],
+        time.time(),
+        str(reference)[:40],
+    )
+    portal.claims.append(claim)
+    return claim
+
+
 async def claims_list(request: Request) -> Response:
     if not _logged_in(request):
         return _to_login()
@@ -217,12 +241,13 @@ async def claims_list(request: Request) -> Response:
     with portal.lock:
         rows = "".join(
             f"<tr><td>{c.number}</td><td>{html.escape(c.tracking)}</td>"
-            f"<td>{html.escape(c.description)}</td></tr>"
+            f"<td>{html.escape(c.reference)}</td><td>{html.escape(c.description)}</td></tr>"
             for c in portal.claims
         )
     return _page(
         "My claims",
-        f"<table><tr><th>Confirmation</th><th>Tracking</th><th>Description</th></tr>{rows}</table>",
+        "<table><tr><th>Confirmation</th><th>Tracking</th><th>Your reference</th>"
+        f"<th>Description</th></tr>{rows}</table>",
     )
 
 
@@ -243,9 +268,13 @@ async def admin_stats(request: Request) -> Response:
 async def admin_set(request: Request) -> Response:
     body = await request.json()
     portal = _portal(request)
+    earlier = body.get("earlier_claim")
     with portal.lock:
         portal.claim_delay_ms = int(body.get("claim_delay_ms", portal.claim_delay_ms))
+        portal.claim_lost_ms = int(body.get("claim_lost_ms", portal.claim_lost_ms))
         portal.news_html = str(body.get("news_html", portal.news_html))
+        if earlier:
+            _add(portal, str(earlier["tracking"]), earlier.get("description", ""), "")
     return JSONResponse({"ok": True})
 
 

@@ -45,6 +45,8 @@ class Result:
     error: str = ""
     extra: Any = None
     filled: dict[str, dict] = field(default_factory=dict)
+    # Refused since the session's last action, while none ran (guard.py).
+    between: list[dict[str, Any]] = field(default_factory=list)
 
 
 Work = Callable[[Any], Awaitable[Any]]
@@ -113,7 +115,7 @@ def record(
     }
     if result.error:
         step["error"] = result.error[:300]
-    state.save(loaded, step=step, turn_id=call.turn_id)
+    state.save(loaded, step=step, turn_id=call.turn_id, between=result.between)
 
 
 def in_browser(
@@ -149,6 +151,7 @@ def finish(config: BrowserConfig, future: concurrent.futures.Future) -> Result:
 
 async def _leased(host, config, key, loaded, work, shot_quality) -> Result:
     slot = await host.lease(key, loaded.version, loaded.data, config)
+    between = host.take_unrecorded(key) + slot.guard.take_between()
     ms = config.action_timeout_s * 1000
     keep = False
     try:
@@ -174,6 +177,7 @@ async def _leased(host, config, key, loaded, work, shot_quality) -> Result:
             navigated=snap["url"] != before,
             error=error,
             extra=extra,
+            between=between,
         )
         if isinstance(extra, dict) and "filled" in extra:
             result.filled = extra["filled"]
@@ -195,14 +199,18 @@ def output(result: Result) -> tuple[str, bool]:
     return text, False
 
 
-def close_for(session_key: str) -> None:
-    """The session waits (on a person, a follow-up): close its context here."""
+def close_for(session_key: str, *, session_id: int, turn_id: int | None) -> None:
+    """The session waits (on a person, a follow-up): close its context here,
+    and record what its page had refused since its last action."""
     host = hosting.started()
-    if host is not None:
-        try:
-            host.run(lambda: host.close(session_key), timeout=10)
-        except Exception:  # closing is an optimisation; the idle reaper is the net
-            pass
+    if host is None:
+        return
+    try:
+        refused = host.run(lambda: host.close(session_key), timeout=10)
+    except Exception:  # closing is an optimisation; the idle reaper is the net
+        return
+    if refused:
+        state.record_refused(session_id, turn_id, refused)
 
 
 def handshake() -> tuple[concurrent.futures.Future, concurrent.futures.Future]:
@@ -218,4 +226,4 @@ async def wait_go(go: concurrent.futures.Future) -> Any:
 def turn_ended(claimed: Any) -> None:
     """The runtime's turn_ended hook: close the session's context here, if any."""
     if hosting.started() is not None:
-        close_for(claimed.key)
+        close_for(claimed.key, session_id=claimed.session_id, turn_id=claimed.turn_id)

@@ -8,10 +8,16 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class SubmitCheck:
-    """How to tell whether a submit happened when its outcome is unknown
-    (the worker died while it was in flight): open `url` (e.g. a "my claims"
-    page) and look for a row holding the submitted value of `field`; the
-    first match of `confirmation` in that row is the confirmation."""
+    """How to tell whether *this* submit happened when its outcome is unknown
+    (the worker died while it was in flight). Before the preview, the runtime
+    writes a reference of its own into the form's `field` (a "your
+    reference" box): derived from the submit's idempotency key, the same on
+    every run of that call and different for any other submit. The check
+    opens `url` (e.g. a "my claims" page) and looks for a row holding the
+    reference that was submitted; the first match of `confirmation` in that
+    row is the confirmation. Matching on anything the form shares with
+    other submits (a tracking number) would take an earlier claim for the
+    same parcel for this one."""
 
     url: str
     field: str

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from django.conf import settings
+from django.utils import timezone
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +55,17 @@ class Prefix:
             parts.scheme == self.scheme
             and (parts.hostname or "").lower() == self.host
             and port == self.port
-            and (parts.path or "/").startswith(self.path)
+            and resolved_path(parts.path).startswith(self.path)
         )
+
+
+def resolved_path(path: str) -> str:
+    """The path as a browser's URL parser (and Playwright's fetch) resolves
+    it: "/carrier/../_carrier" is "/_carrier", and so are "%2e%2e" and
+    backslashes. A redirect's Location is checked as written and then
+    fetched resolved, so an allowed prefix must be matched on the latter."""
+    raw = re.sub(r"%2e", ".", (path or "/").replace("\\", "/"), flags=re.IGNORECASE)
+    return urlsplit(urljoin("http://x/", raw)).path or "/"
 
 
 def expand(url: str) -> str:
@@ -83,6 +94,10 @@ def allowed(url: str, prefixes: list[Prefix]) -> str | None:
 class Guard:
     rules: Any  # capabilities.browser.config.BrowserConfig
     refused: list[dict[str, Any]] = field(default_factory=list)
+    # Refused while no action of ours ran (a page's timer, a delayed script):
+    # recorded as an event of their own, not as what the next action did.
+    between: list[dict[str, Any]] = field(default_factory=list)
+    acting: bool = False  # an action holds the context (host.py's lease)
     main_page: Any = None
 
     @property
@@ -91,11 +106,19 @@ class Guard:
 
     def refuse(self, url: str, kind: str, why: str) -> None:
         log.info("browser refused %s %s: %s", kind, url[:300], why)
-        if len(self.refused) < MAX_REFUSALS_KEPT:
-            self.refused.append({"url": url[:500], "kind": kind, "reason": why})
+        entry = {"url": url[:500], "kind": kind, "reason": why}
+        if not self.acting:  # recorded later: say when it happened
+            entry["at"] = timezone.now().isoformat(timespec="seconds")
+        into = self.refused if self.acting else self.between
+        if len(into) < MAX_REFUSALS_KEPT:
+            into.append(entry)
 
     def take_refused(self) -> list[dict[str, Any]]:
         taken, self.refused = self.refused, []
+        return taken
+
+    def take_between(self) -> list[dict[str, Any]]:
+        taken, self.between = self.between, []
         return taken
 
     async def install(self, context: Any) -> None:

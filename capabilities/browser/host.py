@@ -16,6 +16,9 @@ request that never left: the runtime retries it). Nothing is lost by
 closing a context: its state is in Postgres after every action.
 
 Every request of every context goes through `guard.Guard` (least privilege).
+What it refuses while no action runs (a page's timer) waits in the guard,
+or here in `unrecorded` once its context is closed, until the session's
+next action or the close of its context records it (actions.py).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from capabilities.browser import guard
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+MAX_UNRECORDED_KEYS = 1000  # sessions that never come back to this process
 
 CHROMIUM_ARGS = [
     "--headless",
@@ -46,7 +50,15 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
     "--no-first-run",
-    "--disable-features=Translate,MediaRouter,OptimizationHints",
+    # Debian's chromium is the full browser in its new headless mode: every
+    # page gets a browser window whose location bar preloads two WebUI
+    # omnibox pop-ups (the classic and the "AI mode" one), each in a
+    # renderer process of its own, for a window no one sees. They were two
+    # of the three renderers, and 40 of the 75 MiB, of each open context
+    # (bench/browser.py). The spare renderer, kept warm for the next page,
+    # is 10 MiB for a page opened only when a context is made or restored.
+    "--disable-features=Translate,MediaRouter,OptimizationHints,"
+    "WebUIOmniboxPopup,WebUIOmniboxAimPopup,SpareRendererForSitePerProcess",
 ]
 VIEWPORT = {"width": 900, "height": 700}
 
@@ -76,6 +88,8 @@ class Host:
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
         self.slots: dict[str, Slot] = {}
+        # By session key: refusals of closed contexts, not recorded yet.
+        self.unrecorded: dict[str, list[dict[str, Any]]] = {}
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self._playwright: Any = None
@@ -140,19 +154,12 @@ class Host:
                 if slot is not None and not slot.in_use:
                     if slot.version == version:
                         slot.in_use, slot.last_used = True, time.monotonic()
+                        slot.guard.acting = True
                         return slot
                     await self._close(slot)  # another worker moved it on: restore
                     continue
                 if slot is None and len(self.slots) < settings.AGENTDESK_BROWSER_MAX_CONTEXTS:
-                    slot = Slot(key, version, None, None, guard.Guard(rules), in_use=True)
-                    self.slots[key] = slot
-                    try:
-                        await self._open(slot, restore)
-                    except BaseException:
-                        self.slots.pop(key, None)
-                        self._freed.notify_all()
-                        raise
-                    return slot
+                    return await self._made(key, version, restore, rules)
                 if slot is None and (idle := self._lru_idle()) is not None:
                     await self._close(idle)
                     continue
@@ -167,22 +174,41 @@ class Host:
                 except TimeoutError:
                     pass
 
+    async def _made(self, key: str, version: int, restore: dict[str, Any] | None, rules) -> Slot:
+        """A new context for `key`, restored from the stored state (under the lock)."""
+        assert self._freed is not None
+        slot = Slot(key, version, None, None, guard.Guard(rules, acting=True), in_use=True)
+        self.slots[key] = slot
+        try:
+            await self._open(slot, restore)
+        except BaseException:
+            self.slots.pop(key, None)
+            self._freed.notify_all()
+            raise
+        return slot
+
     async def give_back(self, slot: Slot, *, version: int, close: bool = False) -> None:
         assert self._freed is not None
         async with self._freed:
             slot.in_use, slot.version, slot.last_used = False, version, time.monotonic()
+            slot.guard.acting = False
             if close:
                 await self._close(slot)
             self._freed.notify_all()
 
-    async def close(self, key: str) -> None:
-        """Close a session's context if it is idle (the session waits)."""
+    async def close(self, key: str) -> list[dict[str, Any]]:
+        """Close a session's context if it is idle (the session waits); returns
+        what its guard refused that no action recorded, for the caller to."""
         assert self._freed is not None
         async with self._freed:
             slot = self.slots.get(key)
             if slot is not None and not slot.in_use:
                 await self._close(slot)
                 self._freed.notify_all()
+            return self.take_unrecorded(key)
+
+    def take_unrecorded(self, key: str) -> list[dict[str, Any]]:
+        return self.unrecorded.pop(key, [])
 
     def _lru_idle(self) -> Slot | None:
         idle = [s for s in self.slots.values() if not s.in_use]
@@ -195,6 +221,11 @@ class Host:
 
     async def _close(self, slot: Slot) -> None:
         self.slots.pop(slot.key, None)
+        left = slot.guard.take_refused() + slot.guard.take_between()
+        if left:  # kept for the session's next action or close here
+            self.unrecorded.setdefault(slot.key, []).extend(left)
+            while len(self.unrecorded) > MAX_UNRECORDED_KEYS:
+                self.unrecorded.pop(next(iter(self.unrecorded)))
         if slot.context is not None:
             try:
                 await slot.context.close()
@@ -218,6 +249,23 @@ class Host:
         slot.page = await slot.context.new_page()
         slot.guard.main_page = slot.page
         slot.page.on("dialog", lambda dialog: asyncio.ensure_future(dialog.dismiss()))
+
+    def stop(self, timeout: float = 30) -> None:
+        """Close Chromium and Playwright's driver, then the loop (tests, benches:
+        a worker's browser goes with its process)."""
+
+        async def down() -> None:
+            for slot in list(self.slots.values()):
+                await self._close(slot)
+            if self._browser is not None:
+                await self._browser.close()
+            await self._playwright.stop()
+
+        try:
+            self.run(down, timeout)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(timeout)
 
     def stats(self) -> dict[str, int]:
         return {"open": len(self.slots), "in_use": sum(s.in_use for s in self.slots.values())}

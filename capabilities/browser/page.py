@@ -186,13 +186,14 @@ async def fill(slot: Any, fields: dict[str, str], timeout_ms: float) -> dict[str
     return filled
 
 
-async def fill_changed(slot: Any, form: str, fields: dict[str, str], timeout_ms: float) -> None:
+async def fill_changed(
+    slot: Any, form: str, fields: dict[str, str], timeout_ms: float
+) -> dict[str, dict]:
     """Fill only the fields whose value differs (a readonly one that does
-    not is left alone: filling it would fail)."""
-    current = await form_values(slot.page, form)
+    not is left alone: filling it would fail); returns what was filled."""
+    current = await form_values(slot.page, form) if fields else {}
     changed = {k: v for k, v in fields.items() if k in current and current[k] != v}
-    if changed:
-        await fill(slot, changed, timeout_ms)
+    return await fill(slot, changed, timeout_ms) if changed else {}
 
 
 async def form_values(page: Any, form: str) -> dict[str, str]:

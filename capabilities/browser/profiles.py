@@ -18,7 +18,7 @@ CARRIER = BrowserConfig(
     checks=(
         (
             "claim",
-            SubmitCheck("${SANDBOX_URL}/carrier/claims", "tracking", r"CLM-\d{4}-[0-9A-F]{4}"),
+            SubmitCheck("${SANDBOX_URL}/carrier/claims", "reference", r"CLM-\d{4}-[0-9A-F]{4}"),
         ),
     ),
 )

@@ -79,9 +79,17 @@ def for_turn(loaded: Loaded, turn_id: int) -> Loaded:
     return loaded
 
 
-def save(loaded: Loaded, *, step: dict[str, Any] | None, turn_id: int | None) -> float:
-    """Seal and write; with the step's event when given. Returns the seconds
-    spent (what bench/browser.py reports as the overhead per action)."""
+def save(
+    loaded: Loaded,
+    *,
+    step: dict[str, Any] | None,
+    turn_id: int | None,
+    between: list[dict[str, Any]] | None = None,
+) -> float:
+    """Seal and write; with the step's event when given, after a
+    `browser.refused` event for what was refused since the last action
+    (`between`). Returns the seconds spent (what bench/browser.py reports as
+    the overhead per action)."""
     started = time.perf_counter()
     blob, key_id = seal(loaded.session_id, loaded.data)
     values = dict(
@@ -111,9 +119,22 @@ def save(loaded: Loaded, *, step: dict[str, Any] | None, turn_id: int | None) ->
             if not updated:
                 raise Moved("another worker moved this session's browser on meanwhile")
         if step is not None:
-            events.append(runtime, [EventSpec("browser.step", step, turn_id, "browser")])
+            specs = []
+            if between:
+                specs.append(EventSpec("browser.refused", {"refused": between}, turn_id, "browser"))
+            specs.append(EventSpec("browser.step", step, turn_id, "browser"))
+            events.append(runtime, specs)
     loaded.version += 1
     return time.perf_counter() - started
+
+
+def record_refused(session_id: int, turn_id: int | None, refused: list[dict[str, Any]]) -> None:
+    """What a page had refused since its last action, when its context closes."""
+    with transaction.atomic():
+        runtime = store.lock_session(session_id)
+        events.append(
+            runtime, [EventSpec("browser.refused", {"refused": refused}, turn_id, "browser")]
+        )
 
 
 def remember_page(loaded: Loaded, url: str, navigated: bool) -> None:

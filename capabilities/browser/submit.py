@@ -13,9 +13,11 @@ Exactly once across a crash: before the submit leaves, the session's state
 row records it as pending (its idempotency key and the form's values,
 sealed) in its own commit. A re-run that finds its own submit pending does
 not know what happened: with the profile's check (a "my claims" page) it
-looks, and either reports the confirmation found or submits (the check says
-it never arrived); without one the outcome is unknown (in_doubt, a person
-decides).
+looks for the reference this submit carried (`reference`, written into the
+form before the preview), and either reports the confirmation found or goes
+back to the form and submits it as approved (the check says it never
+arrived); without a check, or a reference, the outcome is unknown
+(in_doubt, a person decides).
 
 A call run outside the engine (no `steps`) is not gated here: only the
 engine runs agents' tools.
@@ -24,6 +26,7 @@ engine runs agents' tools.
 from __future__ import annotations
 
 import concurrent.futures
+import hashlib
 import re
 from typing import Any
 
@@ -97,7 +100,8 @@ def _gate(config, ctx, call, loaded, form, steps) -> tuple[ToolOutput | None, di
     if verdict.decision != "wait":
         return None, {}
     preview = _preview(config, ctx, call, loaded, form)
-    actions.close_for(ctx.session_key)  # the session waits on a person
+    # The session waits on a person.
+    actions.close_for(ctx.session_key, session_id=call.session_id, turn_id=call.turn_id)
     raise NeedsApproval(
         step=STEP,
         name="browser_submit",
@@ -112,9 +116,24 @@ class _Pending(Exception):
     pass
 
 
+def reference(idempotency_key: str) -> str:
+    """This submit's own reference: the same on every run of its call (a
+    re-run after a crash looks for it), different for every other submit."""
+    return "AD-" + hashlib.sha256(idempotency_key.encode()).hexdigest()[:12].upper()
+
+
+def _stamp(config: BrowserConfig, ctx: ToolContext, form: str) -> dict[str, str]:
+    check = config.check_for(form)
+    return {check.field: reference(ctx.idempotency_key)} if check is not None else {}
+
+
 def _preview(config, ctx, call, loaded, form) -> dict[str, Any]:
+    ms = config.action_timeout_s * 1000
+
     async def work(slot):
-        return {"values": await page.form_values(slot.page, form)}
+        # Ours, before a person sees the form: the approved values carry it.
+        filled = await page.fill_changed(slot, form, _stamp(config, ctx, form), ms)
+        return {"values": await page.form_values(slot.page, form), "filled": filled}
 
     loaded.actions += 1
     result = actions.in_browser(
@@ -134,14 +153,18 @@ def _preview(config, ctx, call, loaded, form) -> dict[str, Any]:
     }
 
 
-def _send(config, ctx, call, loaded, form, edited: dict[str, str]) -> ToolOutput:
-    """Fill what the approver edited, mark the submit pending (durably), submit once."""
+def _send(config, ctx, call, loaded, form, edited: dict[str, str], reopen: str = "") -> ToolOutput:
+    """Fill what the approver edited, mark the submit pending (durably), submit
+    once. `reopen`: the form's page, opened again first (after a check)."""
     ready, go = actions.handshake()
     ms = config.action_timeout_s * 1000
 
     async def work(slot):
-        if edited:  # as approved: an approver may have changed a value
-            await page.fill_changed(slot, form, edited, ms)
+        if reopen:
+            await page.go(slot.page, reopen, ms)
+        # As approved (an approver may have changed a value), with our
+        # reference if the form has none yet.
+        await page.fill_changed(slot, form, {**_stamp(config, ctx, form), **edited}, ms)
         values = await page.form_values(slot.page, form)
         ready.set_result(values)
         await actions.wait_go(go)  # the pending mark is committed: now it may leave
@@ -194,7 +217,14 @@ def _in_doubt(config, ctx, call, loaded, form) -> ToolOutput:
             "unknown and the profile names no check"
         )
     values = (loaded.data.get("submitting") or {}).get("values") or {}
-    found = _look(config, ctx, call, loaded, check, values.get(check.field, ""))
+    ours = values.get(check.field, "")
+    if not ours:
+        raise OutcomeUnknown(
+            f"the worker stopped while submitting {form!r}; it carried no reference in "
+            f"{check.field!r} that the check could look for"
+        )
+    form_url = loaded.data.get("url", "")
+    found = _look(config, ctx, call, loaded, check, ours)
     if found is not None:
         loaded.pending_key, loaded.pending_form = "", ""
         loaded.data.pop("submitting", None)
@@ -205,9 +235,8 @@ def _in_doubt(config, ctx, call, loaded, form) -> ToolOutput:
         )
         _end_text(ctx, text)
         return ToolOutput(text)
-    # It never arrived: the approved submit goes now, once.
-    loaded.data.get("forms", {}).setdefault(form, {}).update(values)
-    return _send(config, ctx, call, loaded, form, {})
+    # It never arrived: back to the form, filled as submitted; it goes now, once.
+    return _send(config, ctx, call, loaded, form, values, reopen=form_url)
 
 
 def _look(config, ctx, call, loaded, check: SubmitCheck, value: str) -> dict | None:
@@ -226,7 +255,7 @@ def _look(config, ctx, call, loaded, check: SubmitCheck, value: str) -> dict | N
     if result.error:
         raise OutcomeUnknown(f"the check on {url} failed: {result.error}")
     for row in (result.extra or {}).get("rows", []):
-        if value and value in row:
+        if value in row:
             match = re.search(check.confirmation, row)
             shown = match.group(0) if match else row.strip()[:200]
             return {"url": url, "row": f"confirmation {shown}"}
