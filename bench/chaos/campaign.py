@@ -7,6 +7,13 @@ sessions. CHAOS_DATABASE names the database (default agentdesk_chaos; it is
 dropped and created again at the start, so two campaigns at once need two
 names; CHAOS_KEEP_LOGS=1 keeps the logs of a clean run too). The last line of the output is the machine-readable summary; the
 exit status is 0 only when no invariant was violated.
+
+Other knobs: CHAOS_KINDS (the fault kinds to deal, comma-separated; all by
+default), CHAOS_OWN_POSTGRES=0 (use DATABASE_URL's server: no crash of the
+database then), CHAOS_WARMUP_S (fault-free start, where the steady level of
+connections and memory is measured; 10 s), CHAOS_MAX_OPEN (sessions the
+driver keeps open at once; 8), CHAOS_REDIS_OUTAGE_S and CHAOS_PARTITION_S
+('low,high' seconds: narrower outages for a short run).
 """
 
 from __future__ import annotations
@@ -17,18 +24,24 @@ import os
 import random
 import shutil
 import signal
+import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from agents.runtime.ownership import LIVE_PROCESSES_SQL
 from bench.chaos import stack
+from bench.chaos.proxy import Proxy
 
 LIMIT_CENTS = 2000  # approval limit for the campaign: see _env
 APPROVAL_TTL_S = 15
 SETTLE_TIMEOUT_S = 240.0
+SETTLE_LIMIT_S = float(os.environ.get("CHAOS_SETTLE_LIMIT_S") or 60)  # invariant 8
+HOSTS = ("a", "b")  # worker "hosts", each behind its own links (proxies) to PG and Redis
 IDLE_NOTE_S = 10.0  # a runnable session idle this long is reported...
 # ...and idle this long with no trigger for it anywhere in the broker (queued
 # or held by a worker) is a violation (invariant 4): its work was dropped, and
@@ -106,8 +119,17 @@ class Campaign:
         self.seed = seed
         self.count = sessions
         self.run_dir = run_dir
-        self.database = stack.Database(dbname)
+        self.postgres: stack.PostgresServer | None = None
+        if os.environ.get("CHAOS_OWN_POSTGRES", "1") != "0" and stack.postgres_bindir():
+            self.postgres = stack.PostgresServer(run_dir)
+        self.database = stack.Database(dbname, self.postgres.url if self.postgres else None)
         self.redis = stack.RedisServer(run_dir)
+        self.links: dict[str, list[Proxy]] = {}
+        self.warmup_s = float(os.environ.get("CHAOS_WARMUP_S") or 10)
+        self.samples: list[tuple[str, int, dict[str, float]]] = []  # (phase, conns, rss by slot)
+        self.process_deaths: list[str] = []  # redis, postgres, the sandbox: died by themselves
+        self.settled_after_s: float | None = None
+        self.driver_interruptions = 0
         self.sandbox = None
         self.workers: stack.Workers | None = None
         self.nemesis = None
@@ -122,6 +144,9 @@ class Campaign:
 
     def setup(self) -> None:
         t0 = time.monotonic()
+        if self.postgres is not None:
+            self.postgres.init()
+            self.postgres.start()
         self.redis.start()
         self.database.recreate(self.run_dir)
         self.sandbox, self.sandbox_url = stack.start_sandbox_proc(self.run_dir)
@@ -133,18 +158,33 @@ class Campaign:
         _log_to(self.run_dir / "campaign.log")  # after Django's LOGGING (console) is set
         users = _users()
         worker_env = {**os.environ, **common, "DATABASE_URL": self.database.url(stack.WORKER_APP)}
+        host_env = {}
+        for host in HOSTS:
+            # Each host's own links: the partition faults cut these, never beat's
+            # or the campaign's (which stand beside the database and broker).
+            pg = Proxy(self.database.address).start()
+            broker = Proxy(("127.0.0.1", self.redis.port)).start()
+            self.links[host] = [pg, broker]
+            host_env[host] = {
+                **worker_env,
+                "DATABASE_URL": self.database.url(stack.WORKER_APP, port=pg.port),
+                "REDIS_URL": f"redis://127.0.0.1:{broker.port}/0",
+            }
         self.workers = stack.Workers(
-            worker_env, self.run_dir, stack.worker_slots(solo=3, prefork=1)
+            worker_env, self.run_dir, stack.worker_slots(solo=3, prefork=1, hosts=HOSTS), host_env
         )
         self.workers.start_all()
         from bench.chaos.driver import Driver
         from bench.chaos.workload import Planner
 
         tickets = Planner(self.seed, LIMIT_CENTS).plan(self.count)
-        self.driver = Driver(tickets, self.sandbox_url, users, max_open=8)
+        max_open = int(os.environ.get("CHAOS_MAX_OPEN") or 8)
+        self.driver = Driver(tickets, self.sandbox_url, users, max_open=max_open)
         self.phase_s["setup"] = time.monotonic() - t0
+        pg = f"own PostgreSQL :{self.postgres.port}" if self.postgres else "shared PostgreSQL"
         say(
-            f"chaos: stack up in {self.phase_s['setup']:.1f}s (4 workers: 3 solo, 1 prefork x2; beat)"
+            f"chaos: stack up in {self.phase_s['setup']:.1f}s (4 workers: 3 solo, 1 prefork x2, "
+            f"on hosts {', '.join(HOSTS)} behind proxies; beat; {pg})"
         )
 
     # --- the run under the nemesis -------------------------------------------------------
@@ -154,27 +194,94 @@ class Campaign:
 
         t0 = self.started = time.monotonic()
         self.nemesis = Nemesis(
-            self.seed, self.started, self.workers, self.redis, self.database, self.sandbox_url
+            self.seed,
+            self.started,
+            self.workers,
+            self.redis,
+            self.database,
+            self.sandbox_url,
+            postgres=self.postgres,
+            links=self.links,
+            warmup_s=self.warmup_s,
         )
         self.nemesis.start()
         shown = 0
         next_progress = t0 + 10
         next_sample = t0
         while not self.driver.idle:
-            self.driver.step()
+            self._guarded(self.driver.step)
             now = time.monotonic()
             shown = self._show_faults(shown)
             if now >= next_sample:
-                self._sample_transactions()
-                self._sample_idle_runnable()
+                phase = "warmup" if now - t0 < self.warmup_s else "run"
+                self._guarded(lambda phase=phase: self._sample_all(phase))
                 next_sample = now + 1.0
             if now >= next_progress:
-                self._progress()
+                self._guarded(self._progress)
                 next_progress = now + 10
             time.sleep(0.05)
         self.nemesis.halt()
         self._show_faults(shown)
         self.phase_s["run"] = time.monotonic() - t0
+
+    def _guarded(self, action) -> None:
+        """The campaign's own database work is under the faults too (the
+        server crashes): a database error ends this pass, not the campaign.
+        The connection is dropped and the next pass opens a new one."""
+        from django.db import DatabaseError, connections
+
+        try:
+            action()
+        except DatabaseError as exc:
+            self.driver_interruptions += 1
+            logging.getLogger("chaos").info("campaign pass interrupted: %r", exc)
+            connections.close_all()
+            time.sleep(0.2)
+
+    def _sample_all(self, phase: str) -> None:
+        self._watch_processes()
+        self._sample_steady(phase)
+        if phase != "after":
+            self._sample_transactions()
+            self._sample_idle_runnable()
+
+    def _watch_processes(self) -> None:
+        """Redis, PostgreSQL and the sandbox exit only when the nemesis stops
+        them; any other exit is a finding (invariant 9)."""
+        at = f"t=+{time.monotonic() - self.started:.1f}s"
+        if self.redis.exited_by_itself():
+            self.process_deaths.append(f"redis exited by itself at {at}")
+            self.redis.stop()
+            self.redis.start()
+        if self.postgres is not None and self.postgres.exited_by_itself():
+            self.process_deaths.append(f"postgres exited by itself at {at}")
+            self.postgres.start()
+        if self.sandbox is not None and self.sandbox.popen.poll() is not None:
+            self.process_deaths.append(f"the sandbox exited by itself at {at}")
+
+    def _sample_steady(self, phase: str) -> None:
+        """Worker connections on the database, and each worker's memory
+        (the process and its pool children): invariant 10."""
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND application_name = %s",
+                [stack.WORKER_APP],
+            )
+            conns = cursor.fetchone()[0]
+        rss = {}
+        for slot in self.workers.slots:
+            total = 0
+            for pid in slot.group_pids():
+                try:
+                    total += psutil.Process(pid).memory_info().rss
+                except psutil.Error:
+                    continue
+            if total:
+                rss[slot.name] = total / 2**20
+        self.samples.append((phase, conns, rss))
 
     def _show_faults(self, shown: int) -> int:
         lines = self.nemesis.lines
@@ -257,28 +364,49 @@ class Campaign:
 
         t0 = time.monotonic()
         requests.delete(f"{self.sandbox_url}/_faults", timeout=10).raise_for_status()
+        for proxies in self.links.values():
+            for proxy in proxies:
+                proxy.heal()
         if not self.redis.up:
             self.redis.start()
+        if self.postgres is not None and not self.postgres.alive():
+            self.postgres.start()
         self.workers.restart_now()
         wait_for(self.workers.all_alive, timeout=120, what="every worker and beat up again")
         say(
             f"chaos: healed (faults off, all processes up) in {time.monotonic() - t0:.1f}s; settling"
         )
         deadline = time.monotonic() + SETTLE_TIMEOUT_S
+        next_sample = time.monotonic()
         while time.monotonic() < deadline:
-            self.driver.step(deliver=False)
-            self.driver.approve_pass(final=True)  # decide what the plan left undecided
+            self._guarded(lambda: self.driver.step(deliver=False))
+            # decide what the plan left undecided
+            self._guarded(lambda: self.driver.approve_pass(final=True))
+            if time.monotonic() >= next_sample:
+                self._guarded(lambda: self._sample_all("settling"))
+                next_sample = time.monotonic() + 1.0
             if self.driver.idle and _settled():
+                self.settled_after_s = time.time() - (self.nemesis.stopped_at or time.time())
                 break
             time.sleep(0.2)
         self.phase_s["heal"] = time.monotonic() - t0
-        say(f"chaos: settled={_settled()} after {self.phase_s['heal']:.1f}s")
+        settled = "never" if self.settled_after_s is None else f"{self.settled_after_s:.1f}s"
+        say(
+            f"chaos: settled={_settled()} after {self.phase_s['heal']:.1f}s "
+            f"(faults stop -> every session settled: {settled})"
+        )
+        # The steady level after the faults: a few samples with nothing to do.
+        for _ in range(5):
+            self._guarded(lambda: self._sample_all("after"))
+            time.sleep(1.0)
 
     # --- check and report -----------------------------------------------------------------
 
     def check_and_report(self) -> int:
+        from django.conf import settings
+
         from bench.chaos import report
-        from bench.chaos.checks import World, check_all
+        from bench.chaos.checks import World, add_run_findings, check_all
 
         world = World(self.sandbox_url)
         found = check_all(world)
@@ -289,7 +417,20 @@ class Campaign:
                 found.fail(4, f"session {session_id}: runnable, idle {idle_s:.0f}s, no trigger")
         for problem in self.driver.problems:
             found.fail(4, f"driver: {problem}")
-        recovery = report.recovery_times(self.nemesis.probes, world, self.run_dir)
+        processes = sum(1 + (2 if slot.extra else 0) for slot in self.workers.slots) + 1
+        conn_bound = processes * (settings.AGENTDESK_DB_POOL_SIZE + 2)
+        add_run_findings(
+            found,
+            settled_after_s=self.settled_after_s,
+            settle_limit_s=SETTLE_LIMIT_S,
+            exits=self.workers.self_exits + self.process_deaths,
+            samples=self.samples,
+            conn_bound=conn_bound,
+        )
+        kills = [p for p in self.nemesis.probes if p.kind in report.KILLS]
+        recovery = report.recovery_times(kills, world, self.run_dir)
+        by_kind = report.recovery_by_kind(self.nemesis.probes, world)
+        figures = self._figures(world, conn_bound)
         text = report.render(
             seed=self.seed,
             sessions=self.count,
@@ -301,9 +442,49 @@ class Campaign:
             notes=self.nemesis.errors + self.workers.restart_failures,
             idle_runnable=self.idle_runnable,
             idle_untriggered=self.idle_untriggered,
+            by_kind=by_kind,
+            figures=figures,
         )
         say(text)
         return len(found.violations)
+
+    def _figures(self, world, conn_bound: int) -> dict[str, str]:
+        from bench.chaos import report
+        from bench.chaos.checks import NOT_IDEMPOTENT, C, _get
+
+        stats = _get(self.sandbox_url, "/_stats")
+        twice = report.paid_twice(stats, world)
+        db_faults = sum(self.nemesis.counts[k] for k in report.DATABASE_FAULTS)
+        not_idem = [c for c in world.calls if c.kind == NOT_IDEMPOTENT]
+        doubt = sum(1 for c in not_idem if c.status == C.IN_DOUBT)
+        conns = [c for phase, c, _ in self.samples if phase != "warmup"]
+        after = [c for phase, c, _ in self.samples if phase == "after"]
+        warm = [c for phase, c, _ in self.samples if phase == "warmup"]
+        rss_after = self.samples[-1][2] if self.samples else {}
+        settled = "never" if self.settled_after_s is None else f"{self.settled_after_s:.1f}s"
+        per_fault = f"{twice / db_faults:.2f}" if db_faults else "n/a"
+        per_100 = f"{twice * 100 / max(1, self.count) / max(1, db_faults):.3f}"
+        return {
+            "model calls paid twice (completed at the provider, not recorded)": (
+                f"{twice}; per database fault {per_fault} ({db_faults} database faults); "
+                f"per 100 sessions per database fault {per_100}"
+            ),
+            "in_doubt per 1,000 not-idempotent calls": (
+                f"{doubt * 1000 / max(1, len(not_idem)):.1f} ({doubt} of {len(not_idem)})"
+            ),
+            "faults stop -> every session settled": f"{settled} (limit {SETTLE_LIMIT_S:.0f}s)",
+            "processes exited by themselves": str(
+                len(self.workers.self_exits) + len(self.process_deaths)
+            ),
+            f"worker connections (bound {conn_bound})": (
+                f"warm-up max {max(warm, default=0)}, under faults max {max(conns, default=0)} "
+                f"median {statistics.median(conns) if conns else 0}, after max {max(after, default=0)}"
+            ),
+            "worker memory after the faults (MB)": ", ".join(
+                f"{k} {v:.0f}" for k, v in sorted(rss_after.items())
+            ),
+            "campaign passes interrupted by database faults": str(self.driver_interruptions),
+        }
 
     def teardown(self) -> None:
         if self.nemesis is not None and self.nemesis.thread.is_alive():
@@ -313,6 +494,14 @@ class Campaign:
         if self.sandbox is not None:
             self.sandbox.stop()
         self.redis.stop()
+        for proxies in self.links.values():
+            for proxy in proxies:
+                proxy.stop()
+        if self.postgres is not None:
+            from django.db import connections
+
+            connections.close_all()
+            self.postgres.stop()
 
 
 def _log_to(path: Path) -> None:

@@ -1,11 +1,14 @@
-"""The invariants of issue 4, checked over the whole system after a run.
+"""The invariants of issues 4 and 26, checked over the whole system after a run.
 
 Our side is read from the campaign's database; the outside world's side
 from the sandbox (/_refunds, and each ticket's replies, notes and
 escalations). Effects are counted THERE, never in our own tables.
 
-Each violation is a line naming its invariant (1-7) and what broke;
+Each violation is a line naming its invariant (1-10) and what broke;
 duplicate and lost effects are also counted on their own for the summary.
+Invariants 8-10 (issue 26) judge what the campaign measured while it ran:
+pure functions over those figures (settle_problems, self_exit_problems,
+steady_problems), so a test can hand them a bad history and see them fail.
 """
 
 from __future__ import annotations
@@ -91,10 +94,27 @@ def check_all(world: World) -> Findings:
 # --- 1. gap-free seqs -----------------------------------------------------------------
 
 
+def seq_problems(seqs: list[int]) -> list[str]:
+    """What is wrong with one session's event seqs (in the order stored):
+    each must appear once, and together they are 1..n."""
+    problems = []
+    counts = Counter(seqs)
+    twice = sorted(seq for seq, n in counts.items() if n > 1)
+    if twice:
+        problems.append(f"seqs recorded more than once: {_short(twice)}")
+    top = max(seqs, default=0)
+    missing = sorted(set(range(1, top + 1)) - set(counts))
+    if missing:
+        problems.append(f"gaps: seqs {_short(missing)} missing below {top}")
+    if not problems and seqs != sorted(seqs):
+        problems.append(f"seqs out of order: {_short(seqs)}")
+    return problems
+
+
 def _seqs(found: Findings, session: Session, events: list[Event], runtime) -> None:
     seqs = [e.seq for e in events]
-    if seqs != list(range(1, len(seqs) + 1)):
-        found.fail(1, f"{session.key}: seqs are not 1..n: {_short(seqs)}")
+    for problem in seq_problems(seqs):
+        found.fail(1, f"{session.key}: {problem}")
     if runtime.last_seq != len(seqs):
         found.fail(1, f"{session.key}: last_seq {runtime.last_seq} but {len(seqs)} events")
 
@@ -381,6 +401,93 @@ def _effect(call: ToolCall, world: World) -> str:
     ok = sum(1 for c in calls if c.name == call.name and c.status == C.SUCCEEDED)
     have = len(ticket.get("escalations", []))
     return "; it DID happen" if have > ok else "; it never reached the helpdesk"
+
+
+# --- 8. settled soon after the faults stop ---------------------------------------------------
+
+
+def settle_problems(settled_after_s: float | None, limit_s: float) -> list[str]:
+    """Every accepted turn ends or waits on a person within `limit_s` of the
+    last fault's end (the campaign measures when that first held)."""
+    if settled_after_s is None:
+        return ["not every session settled after the faults stopped (the deadline passed)"]
+    if settled_after_s > limit_s:
+        return [
+            f"every session settled {settled_after_s:.1f}s after the faults stopped (> {limit_s:.0f}s)"
+        ]
+    return []
+
+
+# --- 9. no process exited by itself -------------------------------------------------------------
+
+
+def self_exit_problems(exits: list[str]) -> list[str]:
+    """A worker, beat, Redis, PostgreSQL or the sandbox that exited without the
+    nemesis stopping it (the supervisor restarted it, and says so here)."""
+    return [f"process died by itself: {line}" for line in exits]
+
+
+# --- 10. connections and memory steady ----------------------------------------------------------
+
+
+def steady_problems(
+    samples: list[tuple[str, int, dict[str, float]]],
+    conn_bound: int,
+    rss_factor: float = 2.0,
+    rss_slack_mb: float = 100.0,
+) -> list[str]:
+    """`samples` are (phase, worker connections, RSS MB by worker) taken once
+    a second: phase "warmup" before the first fault, "run" and "settling"
+    under and after the faults, "after" once everything settled.
+
+    Connections grow with processes, never with faults: no sample above
+    `conn_bound` (processes x per-process pool). After the faults, each
+    worker's memory is back within `rss_factor` x its warm-up level (plus
+    `rss_slack_mb`): a fault that leaks (threads, connections, buffers
+    kept for sessions it lost) shows here."""
+    problems = []
+    over = [(phase, conns) for phase, conns, _ in samples if conns > conn_bound]
+    if over:
+        worst = max(over, key=lambda pc: pc[1])
+        problems.append(
+            f"{len(over)} samples with more worker connections than the bound {conn_bound} "
+            f"(worst {worst[1]} while {worst[0]})"
+        )
+    after = [s for s in samples if s[0] == "after"]
+    warm = [s for s in samples if s[0] == "warmup"]
+    if not after:
+        problems.append("no sample after the faults: the steady level was not measured")
+        return problems
+    level = max(conns for _, conns, _ in after)
+    if level > conn_bound:
+        problems.append(f"{level} worker connections after the faults (bound {conn_bound})")
+    base: dict[str, float] = {}
+    for _, _, rss in warm:
+        for name, mb in rss.items():
+            base[name] = max(base.get(name, 0.0), mb)
+    for name, mb in sorted(after[-1][2].items()):
+        if name in base and mb > base[name] * rss_factor + rss_slack_mb:
+            problems.append(
+                f"{name}: {mb:.0f} MB after the faults, {base[name]:.0f} MB in the warm-up"
+            )
+    return problems
+
+
+def add_run_findings(
+    found: Findings,
+    *,
+    settled_after_s: float | None,
+    settle_limit_s: float,
+    exits: list[str],
+    samples: list[tuple[str, int, dict[str, float]]],
+    conn_bound: int,
+) -> None:
+    for problem in settle_problems(settled_after_s, settle_limit_s):
+        found.fail(8, problem)
+    for problem in self_exit_problems(exits):
+        found.fail(9, problem)
+    for problem in steady_problems(samples, conn_bound):
+        found.fail(10, problem)
 
 
 # --- figures for the report ------------------------------------------------------------------

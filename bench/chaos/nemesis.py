@@ -3,11 +3,18 @@
 One fault at a time, with a seeded pause between faults (load shape, not a
 wait on a condition). random.Random(seed) alone decides which fault, which
 target and how long; what the fault then hits (which session a worker owns
-at that moment) is up to the system.
+at that moment) is up to the system. Kinds are dealt from a shuffled deck
+holding each kind `weight` times, so every kind comes up, in proportion,
+even in a short run; CHAOS_KINDS (comma-separated) restricts the deck.
 
-A SIGKILL also opens a recovery probe: the sessions the dead process owned
-(SessionRuntime.owner is `hostname:pid`), each of which must show a next
-event soon; campaign.py measures the delay afterwards from the event log.
+Every fault that takes something away (a process, the broker, the database,
+a host's link) also opens a recovery probe: the sessions owned at that
+moment (SessionRuntime.owner is `hostname:pid/slot`), each of which must
+show a next event soon after the fault ends; campaign.py measures the delay
+afterwards from the event log, per kind.
+
+A process the nemesis stops is announced to the supervisor first
+(WorkerSlot.expect_exit): an exit nobody announced is a finding.
 """
 
 from __future__ import annotations
@@ -26,7 +33,15 @@ from typing import Any
 import psycopg
 import requests
 
-from bench.chaos.stack import WORKER_APP, Database, RedisServer, Workers, WorkerSlot
+from bench.chaos.proxy import Proxy
+from bench.chaos.stack import (
+    WORKER_APP,
+    Database,
+    PostgresServer,
+    RedisServer,
+    Workers,
+    WorkerSlot,
+)
 
 log = logging.getLogger("chaos.nemesis")
 HOST = socket.gethostname()
@@ -37,7 +52,15 @@ KINDS = {
     "worker_sigterm": 2,
     "pool_child_sigkill": 2,
     "redis_restart": 2,
+    "redis_outage": 2,  # down 5-30 s (issue 26)
+    "redis_flushall": 2,  # every queued trigger gone, with a backlog in the queue
+    "postgres_crash": 2,  # stop -m immediate, or SIGKILL of the postmaster; then restart
     "pg_terminate_backend": 3,
+    "pg_terminate_all": 2,  # every backend of the workers and beat at once
+    "rolling_deploy": 1,  # SIGTERM each worker in turn, its replacement started
+    "partition_cut": 2,  # one host's links reset, refused; healed later
+    "partition_blackhole": 2,  # one host's links silent (no error), healed later
+    "partition_delay": 1,  # one host's links slow
     "payments_500": 1,
     "payments_409": 1,
     "payments_slow": 2,
@@ -53,12 +76,21 @@ KINDS = {
 
 @dataclass
 class Probe:
-    """A process died by SIGKILL at `at` (epoch seconds) owning `sessions`."""
+    """A fault of `kind` ended at `at` (epoch seconds; for a kill, the kill)
+    while `sessions` were owned by what it hit."""
 
     kind: str
     target: str
     at: float
     sessions: list[int]
+
+
+def kinds_wanted() -> dict[str, int]:
+    wanted = [k.strip() for k in os.environ.get("CHAOS_KINDS", "").split(",") if k.strip()]
+    unknown = [k for k in wanted if k not in KINDS]
+    if unknown:
+        raise ValueError(f"CHAOS_KINDS: unknown kinds {unknown}; known: {sorted(KINDS)}")
+    return {k: KINDS[k] for k in wanted} if wanted else dict(KINDS)
 
 
 @dataclass
@@ -69,35 +101,67 @@ class Nemesis:
     redis: RedisServer
     database: Database
     sandbox_url: str
+    postgres: PostgresServer | None = None  # the campaign's own server, when it has one
+    links: dict[str, list[Proxy]] = field(default_factory=dict)  # host -> its proxies
+    warmup_s: float = 0.0  # no fault before this (the steady level is measured then)
     lines: list[str] = field(default_factory=list)
     counts: Counter[str] = field(default_factory=Counter)
     probes: list[Probe] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
+    stopped_at: float | None = None  # epoch seconds: the last fault ended
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
         self.thread = threading.Thread(target=self._run, name="nemesis", daemon=True)
         self.errors: list[str] = []
+        self.kinds = kinds_wanted()
+        if self.postgres is None:
+            self.kinds.pop("postgres_crash", None)  # not the machine's shared server
+        if not self.links:
+            for kind in ("partition_cut", "partition_blackhole", "partition_delay"):
+                self.kinds.pop(kind, None)
+        self.deck: list[str] = []
+        self.conn: psycopg.Connection | None = None
 
     def start(self) -> None:
         self.thread.start()
 
     def halt(self) -> None:
         self.stop.set()
-        self.thread.join(60)
+        self.thread.join(180)
+
+    def _deal(self) -> str:
+        if not self.deck:
+            self.deck = [k for k, w in self.kinds.items() for _ in range(w)]
+            self.rng.shuffle(self.deck)
+        return self.deck.pop()
+
+    def _connection(self) -> psycopg.Connection:
+        """Ours (application_name chaos-campaign, never a target), opened
+        again after a fault took the server or the connection away."""
+        if self.conn is None or self.conn.closed or self.conn.broken:
+            self.conn = self.database.connect()
+        return self.conn
 
     def _run(self) -> None:
-        kinds, weights = list(KINDS), list(KINDS.values())
-        with self.database.connect() as conn:
+        if self.stop.wait(self.warmup_s):
+            return
+        try:
             while not self.stop.wait(self.rng.uniform(0.3, 2.5)):
-                kind = self.rng.choices(kinds, weights)[0]
+                kind = self._deal()
                 try:
-                    target = getattr(self, f"_{kind}")(conn)
+                    target = getattr(self, f"_{kind}")(self._connection())
                 except Exception as exc:  # noqa: BLE001 (a fault that failed to apply)
                     self.errors.append(f"{kind}: {exc!r}")
                     target = None
+                    if self.conn is not None and self.conn.broken:
+                        self.conn = None
                 if target is not None:
                     self._log(kind, target)
+        finally:
+            self.stopped_at = time.time()
+            if self.conn is not None:
+                self.conn.close()
 
     def _log(self, kind: str, target: str) -> None:
         self.counts[kind] += 1
@@ -127,9 +191,8 @@ class Nemesis:
             return None
         pids = slot.group_pids()
         at = time.time()
+        slot.expect_exit(self.rng.uniform(0.5, 3.0))
         slot.proc.kill(signal.SIGKILL)  # the group: the worker and its pool children
-        slot.restart_at = time.monotonic() + self.rng.uniform(0.5, 3.0)
-        slot.deaths += 1
         sessions = _owned_by(conn, pids)
         self.probes.append(Probe("worker_sigkill", slot.name, at, sessions))
         return f"{slot.name} pids={pids} owned={sessions}"
@@ -140,10 +203,34 @@ class Nemesis:
             return None
         # Warm shutdown: the running task finishes (a slice at most), then the
         # worker exits; the supervisor restarts it after the pause.
+        slot.expect_exit(self.rng.uniform(0.5, 3.0))
         slot.proc.popen.send_signal(signal.SIGTERM)
-        slot.restart_at = time.monotonic() + self.rng.uniform(0.5, 3.0)
-        slot.deaths += 1
         return f"{slot.name} pid={slot.proc.pid}"
+
+    def _rolling_deploy(self, conn: psycopg.Connection) -> str | None:
+        """Each worker in turn: SIGTERM (warm shutdown), wait for it to exit,
+        start its replacement at once, wait until it is ready, next. As a
+        deploy does it: never more than one worker away at a time."""
+        from tests.processes import wait_for
+
+        done = []
+        for slot in list(self.workers.slots):
+            if self.stop.is_set() or not slot.alive:
+                continue
+            pids = slot.group_pids()
+            at = time.time()
+            slot.expect_exit(0.0)
+            proc = slot.proc
+            proc.popen.send_signal(signal.SIGTERM)
+            self.probes.append(Probe("rolling_deploy", slot.name, at, _owned_by(conn, pids)))
+            wait_for(
+                lambda proc=proc: proc.popen.poll() is not None,
+                timeout=90,
+                what=f"{slot.name} to finish its tasks and exit",
+            )
+            wait_for(lambda slot=slot: slot.alive, timeout=180, what=f"{slot.name}'s replacement")
+            done.append(f"{slot.name}:{proc.pid}->{slot.proc.pid}")
+        return " ".join(done) or None
 
     def _pool_child_sigkill(self, conn: psycopg.Connection) -> str | None:
         slots = self._live_slots(prefork_only=True)
@@ -169,20 +256,61 @@ class Nemesis:
 
     def _redis_restart(self, conn: psycopg.Connection) -> str | None:
         down_s = self.rng.uniform(0.5, 3.0)
+        return self._redis_down(conn, "redis_restart", down_s)
+
+    def _redis_outage(self, conn: psycopg.Connection) -> str | None:
+        """The broker away long enough to matter: 5-30 s (CHAOS_REDIS_OUTAGE_S
+        'low,high' narrows it for a short run)."""
+        low, high = _range("CHAOS_REDIS_OUTAGE_S", 5.0, 30.0)
+        return self._redis_down(conn, "redis_outage", self.rng.uniform(low, high))
+
+    def _redis_down(self, conn: psycopg.Connection, kind: str, down_s: float) -> str:
+        sessions = _owned(conn)
         self.redis.stop()
         # Load shape: the broker stays down this long (no condition to wait on).
         self.stop.wait(down_s)
         self.redis.start()
+        self.probes.append(Probe(kind, f"redis:{self.redis.port}", time.time(), sessions))
         return f"redis :{self.redis.port} down {down_s:.1f}s"
 
+    def _redis_flushall(self, conn: psycopg.Connection) -> str | None:
+        """FLUSHALL: every queued and prefetched trigger, every result and
+        marker gone, with the broker up all along. The sweeper must find the
+        sessions from PostgreSQL (Redis is a delivery path, not the truth)."""
+        import redis as redis_lib
+
+        client = redis_lib.Redis(port=self.redis.port, socket_timeout=5)
+        try:
+            backlog = sum(
+                client.llen(k) for k in client.keys("celery*") if client.type(k) == b"list"
+            )
+            unacked = client.hlen("unacked")
+            sessions = _owned(conn)
+            client.flushall()
+        finally:
+            client.close()
+        self.probes.append(Probe("redis_flushall", "redis", time.time(), sessions))
+        return f"redis FLUSHALL backlog={backlog} unacked={unacked}"
+
+    def _postgres_crash(self, conn: psycopg.Connection) -> str | None:
+        """The campaign's own server only (never the machine's shared one):
+        `pg_ctl stop -m immediate` or SIGKILL of the postmaster, down for
+        0.5-5 s, started again (crash recovery from the WAL)."""
+        if self.postgres is None:
+            return None
+        how = self.rng.choice(["immediate", "sigkill"])
+        down_s = self.rng.uniform(0.5, 5.0)
+        sessions = _owned(conn)
+        conn.close()
+        self.postgres.crash(how)
+        self.stop.wait(down_s)
+        self.postgres.start()
+        self.probes.append(Probe("postgres_crash", how, time.time(), sessions))
+        return f"postgres {how}, down {down_s:.1f}s"
+
     def _pg_terminate_backend(self, conn: psycopg.Connection) -> str | None:
-        mode = self.rng.choice(["owner", "owner", "one", "all"])
-        rows = conn.execute(
-            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-            "AND application_name = %s AND pid <> pg_backend_pid() ORDER BY pid",
-            [WORKER_APP],
-        ).fetchall()
-        pids = [r[0] for r in rows]
+        mode = self.rng.choice(["owner", "owner", "one"])
+        pids = _worker_backends(conn)
         if mode == "owner":
             owners = conn.execute(
                 "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted "
@@ -191,10 +319,57 @@ class Nemesis:
             pids = [r[0] for r in owners if r[0] in set(pids)] or pids
         if not pids:
             return None
-        chosen = pids if mode == "all" else [self.rng.choice(pids)]
+        chosen = [self.rng.choice(pids)]
         for pid in chosen:
             conn.execute("SELECT pg_terminate_backend(%s)", [pid])
         return f"{mode} backends={chosen}"
+
+    def _pg_terminate_all(self, conn: psycopg.Connection) -> str | None:
+        """Every backend of the workers and beat at once: every liveness lock
+        goes, while every worker is alive and mid-call."""
+        pids = _worker_backends(conn)
+        if not pids:
+            return None
+        sessions = _owned(conn)
+        conn.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", [pids])
+        self.probes.append(Probe("pg_terminate_all", "all", time.time(), sessions))
+        return f"all {len(pids)} backends"
+
+    # --- partitions between hosts -------------------------------------------------------
+
+    def _partition(self, conn: psycopg.Connection, kind: str, mode: str) -> str | None:
+        """One host's links (to the database and the broker) cut, black-holed
+        or slowed for 2-10 s, then healed. The other host keeps working and
+        takes the cut host's sessions once their liveness locks go; the cut
+        host's claims are fenced when it comes back."""
+        host = self.rng.choice(sorted(self.links))
+        pids = [p for s in self.workers.slots if s.host == host for p in s.group_pids()]
+        sessions = _owned_by(conn, pids)
+        low, high = _range("CHAOS_PARTITION_S", 2.0, 10.0)
+        hold_s = self.rng.uniform(low, high)
+        delay_ms = self.rng.randint(100, 1500)
+        for proxy in self.links[host]:
+            if mode == "cut":
+                proxy.cut()
+            elif mode == "blackhole":
+                proxy.blackhole()
+            else:
+                proxy.delay(delay_ms / 1000)
+        self.stop.wait(hold_s)
+        for proxy in self.links[host]:
+            proxy.heal()
+        self.probes.append(Probe(kind, f"host-{host}", time.time(), sessions))
+        shown = f" {delay_ms}ms" if mode == "delay" else ""
+        return f"host {host} {mode}{shown} for {hold_s:.1f}s owned={sessions}"
+
+    def _partition_cut(self, conn: psycopg.Connection) -> str | None:
+        return self._partition(conn, "partition_cut", "cut")
+
+    def _partition_blackhole(self, conn: psycopg.Connection) -> str | None:
+        return self._partition(conn, "partition_blackhole", "blackhole")
+
+    def _partition_delay(self, conn: psycopg.Connection) -> str | None:
+        return self._partition(conn, "partition_delay", "delay")
 
     # --- the sandbox ------------------------------------------------------------------
 
@@ -275,6 +450,30 @@ class Nemesis:
         for session_id in sessions:
             advance_session.apply_async((session_id,), countdown=countdown)
         return f"sessions={sessions} countdown={countdown}s"
+
+
+def _range(name: str, low: float, high: float) -> tuple[float, float]:
+    raw = os.environ.get(name)
+    if not raw:
+        return low, high
+    a, b = (float(x) for x in raw.split(","))
+    return a, b
+
+
+def _worker_backends(conn: psycopg.Connection) -> list[int]:
+    rows = conn.execute(
+        "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+        "AND application_name = %s AND pid <> pg_backend_pid() ORDER BY pid",
+        [WORKER_APP],
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def _owned(conn: psycopg.Connection) -> list[int]:
+    rows = conn.execute(
+        "SELECT session_id FROM agents_sessionruntime WHERE owner <> '' ORDER BY session_id"
+    ).fetchall()
+    return [r[0] for r in rows]
 
 
 def _owned_by(conn: psycopg.Connection, pids: list[int]) -> list[int]:

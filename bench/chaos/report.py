@@ -60,6 +60,39 @@ def sweeper_enqueues(log_dir: Path) -> dict[int, list[float]]:
     return out
 
 
+KILLS = ("worker_sigkill", "pool_child_sigkill")
+DATABASE_FAULTS = (
+    "postgres_crash",
+    "pg_terminate_all",
+    "pg_terminate_backend",
+    "partition_cut",
+    "partition_blackhole",
+    "partition_delay",
+)
+
+
+def recovery_by_kind(probes: list[Any], world: World) -> dict[str, Recovery]:
+    """Per fault kind: from the fault's end (a kill: the kill; an outage: the
+    moment it was restored) to each hit session's next event."""
+    kinds = sorted({p.kind for p in probes})
+    return {k: recovery_times([p for p in probes if p.kind == k], world) for k in kinds}
+
+
+def paid_twice(stats: dict[str, Any], world: World) -> int:
+    """Model calls the provider completed (and would bill) beyond the replies
+    we recorded: each is a completed call whose record was lost."""
+    outcomes = stats.get("model_requests", {}).get("by_outcome", {})
+    completed = sum(
+        n
+        for outcome, n in outcomes.items()
+        if not outcome.startswith(("error_", "fault_")) and outcome != "stream_aborted"
+    )
+    replies = sum(
+        1 for events in world.events.values() for e in events if e.kind == "model.replied"
+    )
+    return max(0, completed - replies)
+
+
 def recovery_times(probes: list[Any], world: World, log_dir: Path | None = None) -> Recovery:
     out = Recovery(deaths=len(probes))
     swept = sweeper_enqueues(log_dir) if log_dir else {}
@@ -100,6 +133,8 @@ def render(
     notes: list[str],
     idle_runnable: dict[int, float],
     idle_untriggered: dict[int, float],
+    by_kind: dict[str, Recovery] | None = None,
+    figures: dict[str, Any] | None = None,
 ) -> str:
     s = found.stats
     total_faults = sum(faults.values())
@@ -160,6 +195,17 @@ def render(
     )
     if recovery.unrecovered:
         lines.append(f"    no event after the kill: {recovery.unrecovered}")
+    if by_kind:
+        lines.append("recovery by fault kind (fault over -> each hit session's next event):")
+        for kind, rec in by_kind.items():
+            lines.append(
+                f"    {kind}: {len(rec.samples)} samples from {rec.deaths} faults: "
+                f"p50 {rec.percentile(50):.2f}s p99 {rec.percentile(99):.2f}s "
+                f"max {max(rec.samples, default=0):.2f}s"
+                + (f", {len(rec.unrecovered)} with no event after" if rec.unrecovered else "")
+            )
+    for name, value in (figures or {}).items():
+        lines.append(f"{name}: {value}")
     if notes:
         lines += ["notes (faults that could not apply, slow restarts):"]
         lines += [f"    {n}" for n in notes[:30]]

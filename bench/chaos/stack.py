@@ -1,21 +1,29 @@
 """The campaign's own stack: a database, a private Redis, the sandbox, Celery
 workers (solo and prefork) and beat, all real processes it may kill.
 
-Nothing here touches another engineer's services: the database is created
-(fresh) under its own name on the PostgreSQL server DATABASE_URL names, and
-Redis is a private redis-server on a free port, so stopping it as a fault
-disturbs nobody. Process helpers are the test suite's (tests/processes.py).
+Nothing here touches another engineer's services: PostgreSQL is a private
+server of the campaign's own (initdb into the run's directory, a free port),
+which the nemesis may crash; where no initdb is found (CHAOS_OWN_POSTGRES=0
+forces that) the database is created (fresh) under its own name on the
+server DATABASE_URL names, and no crash is injected. Redis is a private
+redis-server on a free port, so stopping it as a fault disturbs nobody.
+Workers live on two "hosts": each host reaches the database and the broker
+through a pair of proxies of its own (proxy.py), which the nemesis cuts,
+black-holes or slows to partition that host from the others. Process
+helpers are the test suite's (tests/processes.py).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import pwd
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -46,18 +54,34 @@ def _with_path(url: str, path: str, query: str = "") -> str:
 class Database:
     """A fresh database of the campaign's own, migrated by manage.py."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, server: str | None = None) -> None:
         # A name without "chaos" in it is never dropped: a guard against a
         # misconfigured run wiping somebody's data.
         if "chaos" not in name:
             raise ValueError(f"refusing to use {name!r}: campaign databases are named *chaos*")
-        server = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+        server = server or os.environ.get(
+            "DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"
+        )
         self.name = name
         self.admin_url = _with_path(server, "/postgres")
         self.plain_url = _with_path(server, f"/{name}")
 
-    def url(self, application_name: str) -> str:
-        return _with_path(self.plain_url, f"/{self.name}", f"application_name={application_name}")
+    def url(self, application_name: str, port: int | None = None) -> str:
+        """The database's URL; through a proxy on `port` when given."""
+        url = self.plain_url
+        if port is not None:
+            parts = urlsplit(url)
+            netloc = parts.netloc.rsplit("@", 1)
+            host = f"127.0.0.1:{port}"
+            url = urlunsplit(
+                (parts.scheme, f"{netloc[0]}@{host}" if len(netloc) == 2 else host, "", "", "")
+            )
+        return _with_path(url, f"/{self.name}", f"application_name={application_name}")
+
+    @property
+    def address(self) -> tuple[str, int]:
+        parts = urlsplit(self.plain_url)
+        return parts.hostname or "127.0.0.1", parts.port or 5432
 
     def connect(self) -> psycopg.Connection:
         return psycopg.connect(self.url(CAMPAIGN_APP), autocommit=True)
@@ -81,6 +105,116 @@ class Database:
                 check=True,
                 timeout=300,
             )
+
+
+def postgres_bindir() -> Path | None:
+    """Where initdb, pg_ctl and postgres live (Debian's, or on PATH)."""
+    found = shutil.which("initdb")
+    if found:
+        return Path(os.path.realpath(found)).parent
+    versions = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+    return versions[-1].parent if versions else None
+
+
+class PostgresServer:
+    """A private PostgreSQL the nemesis may crash: initdb in a directory of
+    its own, a free port on loopback, trust for local connections, no
+    fsync (a crash loses nothing that was committed to the OS: the kernel
+    keeps running). As root, its processes run as the `postgres` user
+    (PostgreSQL refuses root)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        bindir = postgres_bindir()
+        if bindir is None:
+            raise RuntimeError("no initdb: install PostgreSQL's server package")
+        self.bindir = bindir
+        self.port = free_port()
+        self.run_dir = run_dir
+        self.data = Path(tempfile.mkdtemp(prefix="agentdesk-chaos-pg-"))
+        self.url = f"postgres://postgres@127.0.0.1:{self.port}/postgres"
+        self.starts = 0
+        self.crashing = False  # the nemesis took it down: not a death by itself
+        self.user = None
+        if os.geteuid() == 0:
+            self.user = pwd.getpwnam("postgres")
+            os.chown(self.data, self.user.pw_uid, self.user.pw_gid)
+
+    def _run(self, *args: str, timeout: float = 120) -> None:
+        with open(self.run_dir / "postgres-ctl.log", "ab") as log:
+            subprocess.run(
+                [str(self.bindir / args[0]), *args[1:]],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                check=True,
+                timeout=timeout,
+                user=self.user.pw_uid if self.user else None,
+                group=self.user.pw_gid if self.user else None,
+                cwd=self.data,
+            )
+
+    def init(self) -> None:
+        self._run("initdb", "-D", str(self.data / "db"), "-U", "postgres", "-A", "trust", "-N")
+
+    def start(self) -> None:
+        options = (
+            f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.data} -c fsync=off "
+            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=400 "
+            # A partition's far side: the server drops a silent client within
+            # a few seconds (its liveness locks go with it), as production's
+            # keepalive settings would.
+            "-c tcp_keepalives_idle=2 -c tcp_keepalives_interval=1 -c tcp_keepalives_count=2"
+        )
+        self.starts += 1
+        log = self.data / f"postgres-{self.starts}.log"
+        self._run(
+            "pg_ctl", "-D", str(self.data / "db"), "-l", str(log), "-o", options, "-w", "start"
+        )
+
+    def postmaster_pid(self) -> int | None:
+        try:
+            return int((self.data / "db" / "postmaster.pid").read_text().split()[0])
+        except (FileNotFoundError, ValueError, IndexError):
+            return None
+
+    def alive(self) -> bool:
+        pid = self.postmaster_pid()
+        return pid is not None and psutil.pid_exists(pid)
+
+    def crash(self, how: str) -> None:
+        """`immediate`: pg_ctl stop -m immediate (no shutdown checkpoint, the
+        next start recovers from the WAL); `sigkill`: SIGKILL of the
+        postmaster (its backends notice and exit; the next start recovers)."""
+        self.crashing = True
+        if how == "immediate":
+            self._run("pg_ctl", "-D", str(self.data / "db"), "-m", "immediate", "-w", "stop")
+            return
+        pid = self.postmaster_pid()
+        if pid is not None:
+            try:
+                children = psutil.Process(pid).children()
+            except psutil.Error:
+                children = []
+            os.kill(pid, signal.SIGKILL)
+            # The orphaned backends exit on their own once the postmaster is
+            # gone; a new postmaster refuses to start while they hold the
+            # shared memory, so wait for them.
+            wait_for(
+                lambda: not any(c.is_running() and c.status() != "zombie" for c in children),
+                timeout=60,
+                what="the dead postmaster's backends to exit",
+            )
+
+    def exited_by_itself(self) -> bool:
+        return not self.crashing and self.starts > 0 and not self.alive()
+
+    def stop(self) -> None:
+        self.crashing = True
+        if self.alive():
+            try:
+                self._run("pg_ctl", "-D", str(self.data / "db"), "-m", "fast", "-w", "stop")
+            except subprocess.SubprocessError:
+                self.crash("sigkill")
+        shutil.rmtree(self.data, ignore_errors=True)
 
 
 def redis_binary() -> str:
@@ -123,11 +257,15 @@ class RedisServer:
 
     def stop(self) -> None:
         """Like a crash of the broker: every queued message is gone."""
-        if self.proc is not None:
-            self.proc.kill(signal.SIGKILL)
-            self.proc.popen.wait(10)
-            self.proc.log_file.close()
-            self.proc = None
+        proc, self.proc = self.proc, None  # first: a watcher never sees it "die by itself"
+        if proc is not None:
+            proc.kill(signal.SIGKILL)
+            proc.popen.wait(10)
+            proc.log_file.close()
+
+    def exited_by_itself(self) -> bool:
+        proc = self.proc
+        return proc is not None and proc.popen.poll() is not None
 
     @property
     def up(self) -> bool:
@@ -140,6 +278,7 @@ class WorkerSlot:
 
     name: str
     extra: list[str]
+    host: str = "a"  # which host's links (proxies) it reaches the database and broker by
     proc: Proc | None = None
     restart_at: float | None = None  # monotonic; None: running or starting
     starting: bool = False
@@ -149,6 +288,12 @@ class WorkerSlot:
     @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.popen.poll() is None and not self.starting
+
+    def expect_exit(self, restart_in_s: float) -> None:
+        """Called BEFORE the nemesis signals the worker: an exit the
+        supervisor then sees is one we caused. Any other is a finding."""
+        self.restart_at = time.monotonic() + restart_in_s
+        self.deaths += 1
 
     def group_pids(self) -> list[int]:
         """The worker and its pool children (what a SIGKILL of the group hits)."""
@@ -162,10 +307,24 @@ class WorkerSlot:
 
 
 class Workers:
-    """The worker slots and beat; a supervisor thread restarts what died."""
+    """The worker slots and beat; a supervisor thread restarts what died.
 
-    def __init__(self, env: dict[str, str], log_dir: Path, slots: list[WorkerSlot]) -> None:
-        self.env = env
+    It restarts a worker the nemesis killed after the pause the nemesis
+    chose. A process that exits without the nemesis having said so first
+    (WorkerSlot.expect_exit) died by itself: it is restarted too, so the
+    campaign goes on, but it is written down in `self_exits`, a finding
+    that fails the campaign (invariant 9), never hidden by the restart.
+    """
+
+    def __init__(
+        self,
+        env: dict[str, str],
+        log_dir: Path,
+        slots: list[WorkerSlot],
+        host_env: dict[str, dict[str, str]] | None = None,
+    ) -> None:
+        self.env = env  # beat's, and any host without its own
+        self.host_env = host_env or {}
         self.log_dir = log_dir
         self.slots = slots
         self.beat: Proc | None = None
@@ -173,6 +332,8 @@ class Workers:
         self.stopping = threading.Event()
         self.thread: threading.Thread | None = None
         self.restart_failures: list[str] = []
+        self.self_exits: list[str] = []
+        self.started = time.monotonic()
 
     def start_all(self) -> None:
         threads = [threading.Thread(target=self._start, args=(s,)) for s in self.slots]
@@ -187,7 +348,8 @@ class Workers:
     def _start(self, slot: WorkerSlot) -> None:
         slot.starting = True
         try:
-            proc = start_worker(slot.name, self.env, self.log_dir, *slot.extra)
+            env = self.host_env.get(slot.host, self.env)
+            proc = start_worker(slot.name, env, self.log_dir, *slot.extra)
         except AssertionError as exc:  # did not get ready (e.g. Redis was down too long)
             self.restart_failures.append(f"{slot.name}: {str(exc)[:200]}")
             slot.restart_at = time.monotonic() + 1.0
@@ -205,14 +367,25 @@ class Workers:
                 if slot.starting or not dead:
                     continue
                 if slot.restart_at is None:  # died by itself (e.g. lost the broker)
+                    self._exited_by_itself(slot.name, slot.proc)
                     slot.restart_at = time.monotonic() + 1.0
                 if time.monotonic() >= slot.restart_at:
                     slot.restart_at = None
                     slot.starting = True
                     threading.Thread(target=self._start, args=(slot,), daemon=True).start()
             if self.beat is not None and self.beat.popen.poll() is not None:
+                self._exited_by_itself("beat", self.beat)
                 self.beat.log_file.close()
                 self.beat = start_beat(self.env, self.log_dir)
+
+    def _exited_by_itself(self, name: str, proc: Proc | None) -> None:
+        if proc is None:
+            return
+        tail = proc.log().strip().splitlines()[-3:]
+        self.self_exits.append(
+            f"{name} pid={proc.pid} exited by itself (status {proc.popen.returncode}) at "
+            f"t=+{time.monotonic() - self.started:.1f}s; its log ends: {' | '.join(tail)[:400]}"
+        )
 
     def restart_now(self) -> None:
         for slot in self.slots:
@@ -237,12 +410,17 @@ class Workers:
             proc.stop(timeout=20)
 
 
-def worker_slots(solo: int, prefork: int, concurrency: int = 2) -> list[WorkerSlot]:
+def worker_slots(
+    solo: int, prefork: int, concurrency: int = 2, hosts: tuple[str, ...] = ("a",)
+) -> list[WorkerSlot]:
+    """Solo and prefork workers, dealt over the hosts in turn."""
     slots = [WorkerSlot(f"solo{i + 1}", []) for i in range(solo)]
     slots += [
         WorkerSlot(f"prefork{i + 1}", ["--pool=prefork", f"--concurrency={concurrency}"])
         for i in range(prefork)
     ]
+    for i, slot in enumerate(slots):
+        slot.host = hosts[i % len(hosts)]
     return slots
 
 
