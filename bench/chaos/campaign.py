@@ -13,7 +13,9 @@ default), CHAOS_OWN_POSTGRES=0 (use DATABASE_URL's server: no crash of the
 database then), CHAOS_WARMUP_S (fault-free start, where the steady level of
 connections and memory is measured; 10 s), CHAOS_MAX_OPEN (sessions the
 driver keeps open at once; 8), CHAOS_REDIS_OUTAGE_S and CHAOS_PARTITION_S
-('low,high' seconds: narrower outages for a short run).
+('low,high' seconds: narrower outages for a short run), CHAOS_FAULTS_PER_KIND
+(the faults go on after the last ticket until every kind came up this many
+times; 0) within CHAOS_RUN_LIMIT_S (1800).
 """
 
 from __future__ import annotations
@@ -208,7 +210,11 @@ class Campaign:
         shown = 0
         next_progress = t0 + 10
         next_sample = t0
-        while not self.driver.idle:
+        per_kind = int(os.environ.get("CHAOS_FAULTS_PER_KIND") or 0)
+        limit = t0 + float(os.environ.get("CHAOS_RUN_LIMIT_S") or 1800)
+        while not self.driver.idle or (
+            not self.nemesis.quota_met(per_kind) and time.monotonic() < limit
+        ):
             self._guarded(self.driver.step)
             now = time.monotonic()
             shown = self._show_faults(shown)

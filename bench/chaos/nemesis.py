@@ -130,6 +130,10 @@ class Nemesis:
         self.stop.set()
         self.thread.join(180)
 
+    def quota_met(self, per_kind: int) -> bool:
+        """Every kind in the deck injected at least `per_kind` times."""
+        return all(self.counts[kind] >= per_kind for kind in self.kinds)
+
     def _deal(self) -> str:
         if not self.deck:
             self.deck = [k for k, w in self.kinds.items() for _ in range(w)]

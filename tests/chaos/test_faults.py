@@ -1,0 +1,197 @@
+"""Issue 26's faults in the campaign: the new kinds at small scale, and the
+new invariants, each shown able to fail on a history made bad on purpose.
+
+The short campaign is its own process (`python -m bench.chaos`) with its
+own PostgreSQL (initdb; the one the nemesis crashes), a private Redis and
+two worker "hosts" behind proxies, so it shares nothing with the test
+database or the Redis the other tests use.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from bench.chaos.checks import self_exit_problems, seq_problems, settle_problems, steady_problems
+from bench.chaos.proxy import Proxy
+from bench.chaos.stack import postgres_bindir
+from tests.processes import ROOT, wait_for
+
+NEW_KINDS = [
+    "redis_outage",
+    "redis_flushall",
+    "postgres_crash",
+    "pg_terminate_all",
+    "rolling_deploy",
+    "partition_cut",
+    "partition_blackhole",
+    "partition_delay",
+]
+SUMMARY = re.compile(
+    r"^chaos: seed=\d+ sessions=(?P<sessions>\d+) faults=(?P<faults>\d+) refunds=\d+ "
+    r"duplicate_effects=(?P<duplicate>\d+) lost_effects=(?P<lost>\d+) "
+    r"violations=(?P<violations>\d+) ",
+    re.MULTILINE,
+)
+
+
+# --- the invariants fail on bad histories ------------------------------------------------
+
+
+def test_a_gap_or_a_duplicate_seq_is_named():
+    assert seq_problems([1, 2, 3, 4]) == []
+    assert seq_problems([]) == []
+    assert seq_problems([1, 2, 4]) == ["gaps: seqs [3] missing below 4"]
+    assert seq_problems([1, 2, 2, 3]) == ["seqs recorded more than once: [2]"]
+    assert seq_problems([2, 1, 3]) == ["seqs out of order: [2, 1, 3]"]
+
+
+def test_a_turn_left_unsettled_a_minute_after_the_faults_is_a_violation():
+    assert settle_problems(12.5, limit_s=60) == []
+    assert settle_problems(75.0, limit_s=60) == [
+        "every session settled 75.0s after the faults stopped (> 60s)"
+    ]
+    assert settle_problems(None, limit_s=60)  # never settled
+
+
+def test_a_process_that_died_by_itself_is_a_violation():
+    assert self_exit_problems([]) == []
+    exit_line = "solo2 pid=41 exited by itself (status 1) at t=+12.0s"
+    assert self_exit_problems([exit_line]) == [f"process died by itself: {exit_line}"]
+
+
+def test_connections_past_the_bound_or_memory_that_stays_up_are_violations():
+    steady = [
+        ("warmup", 10, {"solo1": 150.0}),
+        ("run", 20, {"solo1": 180.0}),
+        ("after", 12, {"solo1": 160.0}),
+    ]
+    assert steady_problems(steady, conn_bound=30) == []
+
+    leak = [*steady[:2], ("run", 45, {"solo1": 300.0}), ("after", 44, {"solo1": 900.0})]
+    problems = steady_problems(leak, conn_bound=30)
+    assert any("more worker connections than the bound 30 (worst 45" in p for p in problems)
+    assert "44 worker connections after the faults (bound 30)" in problems
+    assert "solo1: 900 MB after the faults, 150 MB in the warm-up" in problems
+    assert steady_problems(steady[:2], conn_bound=30) == [
+        "no sample after the faults: the steady level was not measured"
+    ]
+
+
+# --- the partition's proxy: a black hole is silent, and healing resets -------------------
+
+
+def _echo_server() -> tuple[socket.socket, int]:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                while data := conn.recv(1024):
+                    conn.sendall(data)
+
+    threading.Thread(target=serve, daemon=True).start()
+    return server, server.getsockname()[1]
+
+
+def test_a_black_holed_link_delivers_nothing_says_nothing_and_heals_with_a_reset():
+    server, port = _echo_server()
+    proxy = Proxy(("127.0.0.1", port)).start()
+    try:
+        client = socket.create_connection(("127.0.0.1", proxy.port), timeout=5)
+        client.sendall(b"ping")
+        assert client.recv(16) == b"ping"
+
+        proxy.blackhole(server_notices_s=0.2)
+        client.settimeout(0.5)
+        client.sendall(b"lost")
+        with pytest.raises(TimeoutError):  # no answer, and no error either
+            client.recv(16)
+
+        proxy.heal()
+        client.settimeout(5)
+        try:  # the old connection is over: what went into the hole is lost
+            ended = client.recv(16) == b""
+        except ConnectionResetError:
+            ended = True
+        assert ended
+        fresh = socket.create_connection(("127.0.0.1", proxy.port), timeout=5)
+        fresh.sendall(b"back")
+        assert fresh.recv(16) == b"back"
+        fresh.close()
+    finally:
+        proxy.stop()
+        server.close()
+
+
+def test_a_slow_link_delivers_late():
+    server, port = _echo_server()
+    proxy = Proxy(("127.0.0.1", port)).start()
+    try:
+        proxy.delay(0.3)
+        client = socket.create_connection(("127.0.0.1", proxy.port), timeout=5)
+        started = time.monotonic()
+        client.sendall(b"slow")
+        assert wait_for(lambda: client.recv(16), timeout=5, what="the echo") == b"slow"
+        assert time.monotonic() - started >= 0.55  # held each way
+        client.close()
+    finally:
+        proxy.stop()
+        server.close()
+
+
+# --- the short campaign with the new kinds ---------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(postgres_bindir() is None, reason="no initdb: the campaign's own PostgreSQL")
+def test_the_new_faults_lose_nothing_double_nothing_and_kill_no_process():
+    """Each new kind at least once over a few tickets (outages narrowed to
+    a few seconds so the run stays short), then all ten invariants."""
+    env = {
+        **os.environ,
+        "SEED": "26",
+        "SESSIONS": "8",
+        "CHAOS_DATABASE": "agentdesk_chaos_faults_ci",
+        "CHAOS_KINDS": ",".join(NEW_KINDS),
+        "CHAOS_FAULTS_PER_KIND": "1",
+        "CHAOS_REDIS_OUTAGE_S": "5,6",
+        "CHAOS_PARTITION_S": "2,3",
+        "CHAOS_WARMUP_S": "3",
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+    }
+    env.pop("REDIS_URL", None)  # the campaign starts its own
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.chaos"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=840,
+    )
+    output = done.stdout + done.stderr
+    match = SUMMARY.search(done.stdout)
+    assert match, f"no summary line; output:\n{output[-6000:]}"
+    report = done.stdout[done.stdout.find("== chaos report") :]
+    assert int(match["violations"]) == 0, report
+    assert int(match["duplicate"]) == 0 and int(match["lost"]) == 0, report
+    assert done.returncode == 0, output[-6000:]
+    for kind in NEW_KINDS:
+        assert re.search(rf"^    {kind}: [1-9]", report, re.MULTILINE), (
+            f"{kind} never ran\n{report}"
+        )
+    assert "processes exited by themselves: 0" in report, report
