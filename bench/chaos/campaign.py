@@ -12,7 +12,8 @@ Other knobs: CHAOS_KINDS (the fault kinds to deal, comma-separated; all by
 default), CHAOS_OWN_POSTGRES=0 (use DATABASE_URL's server: no crash of the
 database then), CHAOS_WARMUP_S (fault-free start, where the steady level of
 connections and memory is measured; 10 s), CHAOS_MAX_OPEN (sessions the
-driver keeps open at once; 8), CHAOS_REDIS_OUTAGE_S and CHAOS_PARTITION_S
+driver keeps open at once; 8), CHAOS_MODEL_TTFT_MS (the model's time to
+its first token: a real model's pace; 0), CHAOS_REDIS_OUTAGE_S and CHAOS_PARTITION_S
 ('low,high' seconds: narrower outages for a short run), CHAOS_FAULTS_PER_KIND
 (the faults go on after the last ticket until every kind came up this many
 times; 0) within CHAOS_RUN_LIMIT_S (1800).
@@ -180,13 +181,20 @@ class Campaign:
         from bench.chaos.workload import Planner
 
         tickets = Planner(self.seed, LIMIT_CENTS).plan(self.count)
+        ttft_ms = int(os.environ.get("CHAOS_MODEL_TTFT_MS") or 0)
+        if ttft_ms:  # a real model's pace: seconds to the first token
+            import requests
+
+            pace = {"ttft_ms": ttft_ms, "tokens_per_s": 0}
+            requests.post(f"{self.sandbox_url}/_model_pace", json=pace, timeout=10)
         max_open = int(os.environ.get("CHAOS_MAX_OPEN") or 8)
         self.driver = Driver(tickets, self.sandbox_url, users, max_open=max_open)
         self.phase_s["setup"] = time.monotonic() - t0
         pg = f"own PostgreSQL :{self.postgres.port}" if self.postgres else "shared PostgreSQL"
         say(
             f"chaos: stack up in {self.phase_s['setup']:.1f}s (4 workers: 3 solo, 1 prefork x2, "
-            f"on hosts {', '.join(HOSTS)} behind proxies; beat; {pg})"
+            f"on hosts {', '.join(HOSTS)} behind proxies; beat; {pg}; "
+            f"{max_open} sessions open at once, model first token {ttft_ms} ms)"
         )
 
     # --- the run under the nemesis -------------------------------------------------------
