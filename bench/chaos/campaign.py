@@ -103,13 +103,14 @@ def main() -> int:
     campaign = Campaign(seed, sessions, dbname, run_dir)
     # A SIGTERM (a test's timeout, Ctrl-C's cousin) still tears the stack down.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    violations = -1
     try:
         campaign.setup()
         campaign.run()
         campaign.heal()
         violations = campaign.check_and_report()
     finally:
-        campaign.teardown()
+        campaign.teardown(keep=violations != 0 or bool(os.environ.get("CHAOS_KEEP_LOGS")))
     if violations == 0 and not os.environ.get("CHAOS_KEEP_LOGS"):
         shutil.rmtree(run_dir, ignore_errors=True)
     else:
@@ -339,12 +340,17 @@ class Campaign:
         if not idle:
             return
         triggered = self._triggered_sessions()
+        # While the broker is away (or was just flushed) no trigger can be
+        # anywhere: the clock for "idle with no trigger" starts when it is
+        # back, or an outage longer than IDLE_FAIL_S would fail by itself.
+        since_broker = time.time() - self.nemesis.broker_back_at
         for session_id, idle_s in idle:
             seen = self.idle_runnable.get(session_id, 0.0)
             self.idle_runnable[session_id] = max(seen, float(idle_s))
-            if triggered is not None and session_id not in triggered:
+            if triggered is not None and session_id not in triggered and since_broker > 0:
                 seen = self.idle_untriggered.get(session_id, 0.0)
-                self.idle_untriggered[session_id] = max(seen, float(idle_s))
+                untriggered = min(float(idle_s), since_broker)
+                self.idle_untriggered[session_id] = max(seen, untriggered)
 
     def _triggered_sessions(self) -> set[int] | None:
         """Sessions with an `advance` trigger in the broker: waiting in a
@@ -500,7 +506,7 @@ class Campaign:
             "campaign passes interrupted by database faults": str(self.driver_interruptions),
         }
 
-    def teardown(self) -> None:
+    def teardown(self, keep: bool = False) -> None:
         if self.nemesis is not None and self.nemesis.thread.is_alive():
             self.nemesis.halt()
         if self.workers is not None:
@@ -515,7 +521,9 @@ class Campaign:
             from django.db import connections
 
             connections.close_all()
-            self.postgres.stop()
+            self.postgres.stop(keep=keep)
+            if keep:
+                say(f"chaos: PostgreSQL data kept in {self.postgres.data}/db")
 
 
 def _log_to(path: Path) -> None:

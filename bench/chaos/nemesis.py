@@ -109,6 +109,7 @@ class Nemesis:
     probes: list[Probe] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
     stopped_at: float | None = None  # epoch seconds: the last fault ended
+    broker_back_at: float = 0.0  # epoch seconds: Redis last came back (or was flushed)
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -272,8 +273,10 @@ class Nemesis:
         sessions = _owned(conn)
         self.redis.stop()
         # Load shape: the broker stays down this long (no condition to wait on).
+        self.broker_back_at = float("inf")  # down: no trigger can be anywhere
         self.stop.wait(down_s)
         self.redis.start()
+        self.broker_back_at = time.time()
         self.probes.append(Probe(kind, f"redis:{self.redis.port}", time.time(), sessions))
         return f"redis :{self.redis.port} down {down_s:.1f}s"
 
@@ -291,6 +294,7 @@ class Nemesis:
             unacked = client.hlen("unacked")
             sessions = _owned(conn)
             client.flushall()
+            self.broker_back_at = time.time()
         finally:
             client.close()
         self.probes.append(Probe("redis_flushall", "redis", time.time(), sessions))

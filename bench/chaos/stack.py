@@ -157,8 +157,13 @@ class PostgresServer:
 
     def start(self) -> None:
         options = (
+            # fsync off: a crash of PostgreSQL (not of the kernel) loses nothing
+            # handed to the OS. synchronous_commit stays ON: with it off, a
+            # commit acknowledged to a worker can vanish in the crash, and the
+            # campaign then finds side effects our database no longer knows of
+            # (seen: two replies for one turn, a tool_result without its tool_use).
             f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.data} -c fsync=off "
-            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=400 "
+            "-c full_page_writes=off -c max_connections=400 "
             # A partition's far side: the server drops a silent client within
             # a few seconds (its liveness locks go with it), as production's
             # keepalive settings would.
@@ -207,14 +212,17 @@ class PostgresServer:
     def exited_by_itself(self) -> bool:
         return not self.crashing and self.starts > 0 and not self.alive()
 
-    def stop(self) -> None:
+    def stop(self, keep: bool = False) -> None:
+        """Stop it; its data directory is removed unless `keep` (a failed
+        campaign: start it again with pg_ctl -D <data>/db to look)."""
         self.crashing = True
         if self.alive():
             try:
                 self._run("pg_ctl", "-D", str(self.data / "db"), "-m", "fast", "-w", "stop")
             except subprocess.SubprocessError:
                 self.crash("sigkill")
-        shutil.rmtree(self.data, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(self.data, ignore_errors=True)
 
 
 def redis_binary() -> str:
