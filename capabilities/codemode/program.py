@@ -206,7 +206,7 @@ class _Runner:
             raise OutcomeUnknown(f"host call {n} ({tool.name}): {outcome.content}")
         failed = outcome.status != "succeeded" or outcome.is_error
         ms = round((time.monotonic() - started) * 1000)
-        self.unrecorded = StepEnded(n, outcome.content, failed, snapshot, ms)
+        self.unrecorded = StepEnded(n, tool.name, outcome.content, failed, snapshot, ms)
         status = "failed" if failed else "succeeded"  # as it will be recorded: the preview
         self.log[n] = InnerStep(n, tool.name, status, arguments, outcome.content, failed)
         if failed:
