@@ -76,6 +76,7 @@ class StepEnded:
     program's snapshot at that step, if the tool keeps one)."""
 
     n: int
+    name: str
     output: str
     is_error: bool = False
     snapshot: bytes | None = None

@@ -21,8 +21,10 @@ that begins host call n+1 (`steps.advance`), not in one of its own. The
 program meanwhile runs on with the result, computing only (nothing leaves
 the process between two host calls); a worker that dies before that commit
 left call n `running`, which is what it would have left dying during the
-call. Whatever ends the run otherwise (the program's value or error, a wait
-for a person, a refusal of the limits) records the last result first.
+call, and call n is sent again with its key. Not so a call that is not
+idempotent (it would be in doubt): its result is recorded at once. Whatever
+ends the run otherwise (the program's value or error, a wait for a person,
+a refusal of the limits) records the last result first.
 """
 
 from __future__ import annotations
@@ -206,7 +208,12 @@ class _Runner:
             raise OutcomeUnknown(f"host call {n} ({tool.name}): {outcome.content}")
         failed = outcome.status != "succeeded" or outcome.is_error
         ms = round((time.monotonic() - started) * 1000)
-        self.unrecorded = StepEnded(n, outcome.content, failed, snapshot, ms)
+        self.unrecorded = StepEnded(n, tool.name, outcome.content, failed, snapshot, ms)
+        if tool.kind == Kind.NOT_IDEMPOTENT:
+            # Its result is recorded now, not with the next call: a worker
+            # dying while the program computes on would leave in doubt a
+            # call that is known to have happened (it cannot be sent again).
+            self._record_last()
         status = "failed" if failed else "succeeded"  # as it will be recorded: the preview
         self.log[n] = InnerStep(n, tool.name, status, arguments, outcome.content, failed)
         if failed:

@@ -52,8 +52,31 @@ ENDED = (C.SUCCEEDED, C.FAILED)
 MOVES = sql_moves(tool=[(C.RUNNING, C.SUCCEEDED), (C.RUNNING, C.FAILED)])
 
 
+# The events of an inner step carry what the desk shows of it (a viewer, an
+# SSE client): the arguments it began with, and the start of its result.
+EVENT_OUTPUT_CHARS = 2_000
+
+
 def inner_use_id(tool_use_id: str, n: int) -> str:
     return f"{tool_use_id}:{n}"
+
+
+def began_data(
+    call: CallState, n: int, name: str, arguments: dict[str, Any], attempt: int
+) -> dict[str, Any]:
+    data = {"tool_use_id": call.tool_use_id, "step": n, "name": name, "attempt": attempt}
+    data["input"] = arguments
+    return data
+
+
+def ended_data(
+    call: CallState, n: int, name: str, status: str, ms: int, output: str
+) -> dict[str, Any]:
+    data = {"tool_use_id": call.tool_use_id, "step": n, "name": name, "status": status}
+    data.update(ms=ms, output=output[:EVENT_OUTPUT_CHARS])
+    if len(output) > EVENT_OUTPUT_CHARS:
+        data["output_chars"] = len(output)  # cut: the step's row has it whole
+    return data
 
 
 def inner_log(session_id: int, call_id: int) -> list[InnerStep]:
@@ -97,8 +120,7 @@ def begin(
             if row.status == C.APPROVED and row.input != arguments:
                 raise ValueError(f"inner step {n} was approved with other arguments")
             toolcall_move(row, C.RUNNING, attempts=row.attempts + 1, started_at=now)
-        data = {"tool_use_id": call.tool_use_id, "step": n, "name": name}
-        data["attempt"] = row.attempts
+        data = began_data(call, n, name, arguments, row.attempts)
         events.append(runtime, [EventSpec("tool.step_began", data, claimed.turn_id, claimed.owner)])
     return row.idempotency_key
 
@@ -121,15 +143,12 @@ def end(
         row = _row(claimed, inner_use_id(call.tool_use_id, n))
         if row is None:
             raise IllegalTransition(f"inner step {n}", "absent", status)
+        now = timezone.now()
         toolcall_move(
-            row,
-            status,
-            output=output,
-            is_error=is_error,
-            snapshot=snapshot,
-            finished_at=timezone.now(),
+            row, status, output=output, is_error=is_error, snapshot=snapshot, finished_at=now
         )
-        data = {"tool_use_id": call.tool_use_id, "step": n, "name": row.name, "status": status}
+        ms = round((now - row.started_at).total_seconds() * 1000) if row.started_at else 0
+        data = ended_data(call, n, row.name, status, ms, output)
         events.append(runtime, [EventSpec("tool.step_ended", data, claimed.turn_id, claimed.owner)])
 
 
@@ -297,8 +316,8 @@ def advance(
             output=ended.output,
             snapshot=ended.snapshot,
         )
-        data = {"tool_use_id": call.tool_use_id, "step": ended.n}
-        data.update(status=C.FAILED if ended.is_error else C.SUCCEEDED, ms=ended.ms)
+        status = C.FAILED if ended.is_error else C.SUCCEEDED
+        data = ended_data(call, ended.n, ended.name, status, ended.ms, ended.output)
         event_list.append({"kind": "tool.step_ended", "data": data})
     key = ""
     if begun is not None:
@@ -314,8 +333,7 @@ def advance(
             parent=call.id,
             step=begun.n,
         )
-        data = {"tool_use_id": call.tool_use_id, "step": begun.n, "name": begun.name}
-        data["attempt"] = 1
+        data = began_data(call, begun.n, begun.name, begun.arguments, 1)
         event_list.append({"kind": "tool.step_began", "data": data})
     params.update(events=hot._dumps(event_list), n_events=len(event_list))
     cursor = hot._kept_cursor()
