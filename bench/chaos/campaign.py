@@ -140,6 +140,7 @@ class Campaign:
         self.driver = None
         self.started = time.monotonic()
         self.long_transactions: list[str] = []
+        self.slow_link_transactions: list[str] = []  # while a host's link was slowed
         self.idle_runnable: dict[int, float] = {}  # session -> longest idle seen (s)
         self.idle_untriggered: dict[int, float] = {}  # ...of those, with no trigger queued
         self.phase_s: dict[str, float] = {}
@@ -323,10 +324,16 @@ class Campaign:
                 "AND state LIKE 'idle in transaction%%' AND pid <> pg_backend_pid() "
                 "AND xact_start < now() - interval '5 seconds'"
             )
-            for pid, app, age, query in cursor.fetchall():
-                self.long_transactions.append(
-                    f"backend {pid} ({app}) idle in a {age:.1f}s transaction: {query}"
-                )
+            rows = cursor.fetchall()
+        at = f"t=+{time.monotonic() - self.started:.1f}s"
+        # A slowed link (partition_delay: up to 1.5 s a chunk each way) makes
+        # a short transaction of a few round trips last seconds on the
+        # server: that is the network's time, not a transaction held across
+        # our I/O, so it is noted, not counted, while a link is slow.
+        slow = time.time() < self.nemesis.slow_link_until
+        for pid, app, age, query in rows:
+            line = f"{at} backend {pid} ({app}) idle in a {age:.1f}s transaction: {query}"
+            (self.slow_link_transactions if slow else self.long_transactions).append(line)
 
     def _sample_idle_runnable(self) -> None:
         """Runnable sessions nobody works on (no owner whose process holds its
@@ -459,7 +466,9 @@ class Campaign:
             faults=self.nemesis.counts,
             driver_counts=self.driver.counts,
             phases=self.phase_s,
-            notes=self.nemesis.errors + self.workers.restart_failures,
+            notes=self.nemesis.errors
+            + self.workers.restart_failures
+            + [f"on a slow link: {line[:200]}" for line in self.slow_link_transactions],
             idle_runnable=self.idle_runnable,
             idle_untriggered=self.idle_untriggered,
             by_kind=by_kind,

@@ -110,6 +110,7 @@ class Nemesis:
     stop: threading.Event = field(default_factory=threading.Event)
     stopped_at: float | None = None  # epoch seconds: the last fault ended
     broker_back_at: float = 0.0  # epoch seconds: Redis last came back (or was flushed)
+    slow_link_until: float = 0.0  # epoch seconds: a link is slowed until (and 5 s after) this
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -356,6 +357,8 @@ class Nemesis:
         low, high = _range("CHAOS_PARTITION_S", 2.0, 10.0)
         hold_s = self.rng.uniform(low, high)
         delay_ms = self.rng.randint(100, 1500)
+        if mode == "delay":
+            self.slow_link_until = float("inf")
         for proxy in self.links[host]:
             if mode == "cut":
                 proxy.cut()
@@ -366,6 +369,8 @@ class Nemesis:
         self.stop.wait(hold_s)
         for proxy in self.links[host]:
             proxy.heal()
+        if mode == "delay":
+            self.slow_link_until = time.time() + 5.0
         self.probes.append(Probe(kind, f"host-{host}", time.time(), sessions))
         shown = f" {delay_ms}ms" if mode == "delay" else ""
         return f"host {host} {mode}{shown} for {hold_s:.1f}s owned={sessions}"
