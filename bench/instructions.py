@@ -15,14 +15,16 @@ compiled on the spot (gcc and valgrind's headers), through ctypes.
 --keep DIR leaves the callgrind file there (callgrind_annotate reads it; the
 Python frames all show as the interpreter's eval loop, so use cProfile,
 bench.profile, to see which Python function costs what). The count moves by
-a few tenths of a percent between runs (the publisher's batches and the
-cancel watcher's polls follow the clock); compare changes larger than that.
+a percent or two between runs (the publisher's batches, the cancel
+watcher's polls and the garbage collector's timing follow the clock and
+the threads' interleaving); compare changes larger than that, or repeat.
 """
 
 from __future__ import annotations
 
 import argparse
 import ctypes
+import gc
 import os
 import re
 import shutil
@@ -64,6 +66,10 @@ def child(runs: int, helper: str) -> None:
     for i in WARMUPS:
         runner.run(i)
     events.flush_published()
+    # A full collection walks every object of the process (Django's included):
+    # start from the same heap every time, or whether one falls inside the
+    # counted runs moves the count by a fifth.
+    gc.collect()
     switch.measure_start()
     for i in range(runs):
         runner.run(i)
