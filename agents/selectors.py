@@ -247,6 +247,29 @@ def tool_call_view(*, tool_call_id: int) -> ToolCall:
     return call
 
 
+def tool_calls_with_steps(*, calls: list[ToolCall]) -> list[ToolCall]:
+    """Each call's result (from the transcript) as `result_text` and its
+    inner steps in order as `inner_steps`, in two queries for the batch."""
+    if not calls:
+        return calls
+    session_id = calls[0].session_id
+    positions = {c.result_position for c in calls if c.result_position is not None}
+    results = Message.objects.filter(session_id=session_id, position__in=positions)
+    by_position = {m.position: m for m in results}
+    steps = (
+        ToolCall.objects.filter(session_id=session_id, parent_id__in=[c.id for c in calls])
+        .defer("snapshot")
+        .order_by("step")
+    )
+    by_parent: dict[int, list[ToolCall]] = {}
+    for step in steps:
+        by_parent.setdefault(step.parent_id, []).append(step)
+    for call in calls:
+        call.result_text = _result_text(by_position.get(call.result_position))
+        call.inner_steps = by_parent.get(call.id, [])
+    return calls
+
+
 def _decorate(calls: list[ToolCall], turn_ids: list[int] | None = None) -> None:
     """What the features show about these calls (an approval), all at once."""
     for call in calls:

@@ -70,6 +70,35 @@ class TurnPage(Schema):
     next_cursor: int | None
 
 
+class HostCallOut(Schema):
+    """One host call of a program: an inner step of its run_code call."""
+
+    id: int
+    n: int
+    name: str
+    status: str
+    arguments: Any
+    result: str
+    is_error: bool
+    attempts: int
+    duration_ms: int | None
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class ProgramOut(Schema):
+    """A Code Mode program (a run_code call): its source, its host calls in
+    order, and once it has finished what it printed and its value or error."""
+
+    source: str
+    host_calls: list[HostCallOut]
+    finished: bool
+    stdout: str | None = Field(description="what the program printed; null until it finished")
+    value: Any = Field(None, description="its last expression's value, when it succeeded")
+    error: str | None = Field(None, description="why it failed, when it failed")
+    interpreter_ms: int | None = None
+
+
 class ToolCallOut(Schema):
     id: int
     turn_id: int
@@ -88,6 +117,8 @@ class ToolCallOut(Schema):
     # An inner step (a Code Mode program's host call n): its outer call and n.
     parent_id: int | None = None
     step: int | None = None
+    # A run_code call: its program, with the host calls nested (null otherwise).
+    program: ProgramOut | None = None
 
 
 class ToolCallPage(Schema):

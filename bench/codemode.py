@@ -12,10 +12,12 @@ time to first token), as a real model would.
 Printed per mode (median over --tickets): model calls, input tokens and
 wall time per ticket. Then Code Mode's own costs, from --calls host calls
 of a program against a tool that answers at once: the overhead per host
-call (the snapshot dumped, the step begun and ended with it in Postgres,
-the call's hop: the program's time with N calls less its time with none,
-over N), the time to load a snapshot in a fresh interpreter, and the
-snapshot's size (median of the inner steps' stored snapshots).
+call (the snapshot dumped, the call's result and the next call begun in
+one commit with it in Postgres, the call's hop: the program's time with N
+calls less its time with none, over N), the time to load a snapshot in a
+fresh interpreter, and the snapshot's size (median of the inner steps'
+stored snapshots). DEBUG is off, as in production (bench/__init__.py
+makes up its secrets): with it on, Django logs every query it sends.
 
 Sessions are advanced in this process (agents.runtime.engine.advance, the
 Celery task's body) against a sandbox it starts; DATABASE_URL / REDIS_URL
@@ -39,8 +41,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+import bench  # noqa: E402, F401  (made-up secrets for DEBUG off, also when run as a script)
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-os.environ.setdefault("DJANGO_DEBUG", "1")
+os.environ.setdefault("DJANGO_DEBUG", "0")
 for name in ("DATABASE_URL", "REDIS_URL"):
     if os.environ.get(f"BENCH_{name}"):
         os.environ[name] = os.environ[f"BENCH_{name}"]
@@ -215,8 +219,9 @@ def overhead(sandbox_url: str, profile: str, calls: int) -> None:
         if row.snapshot is not None
     ]
     # Per call: from one host call's `tool.step_began` to the next one's, for a
-    # call that costs nothing: the snapshot dumped, the step ended with it, the
-    # program resumed to its next call, that step begun (two commits).
+    # call that costs nothing: the snapshot dumped, the call sent (its thread
+    # hop), the program resumed to its next call, the call's result with its
+    # snapshot and the next call begun (one commit).
     began = [
         e.created_at
         for e in Event.objects.filter(session=session, kind="tool.step_began").order_by("seq")

@@ -24,6 +24,11 @@ Method
   turn's finished_at - the moment its ticket was opened; the last answer is
   the last finished_at - the first opening. Floor = model calls per ticket x
   latency. Peak Postgres connections: all of this database's, every 50 ms.
+- CPU per accepted ticket (ms), for each intake row: the CPU time the web
+  processes, the workers, the sandbox and this client (its sending threads)
+  spent during the row, over the tickets accepted. On a shared machine the
+  rates move with the load; these move much less, and say which process
+  the time goes to.
 
 Prints a table and a last line `intake: {json}`.
 """
@@ -77,6 +82,41 @@ def _sign(body: bytes) -> str:
 def _pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(p * (len(ordered) - 1) + 0.5))] if ordered else 0.0
+
+
+class CpuMeter:
+    """CPU seconds (user + system) of each group of the layout's processes,
+    children included (config.web's Daphne processes), and of this one."""
+
+    def __init__(self, groups: dict[str, list[int]]) -> None:
+        self.groups = groups
+
+    def read(self) -> dict[str, float]:
+        import psutil
+
+        out: dict[str, float] = {}
+        for name, pids in self.groups.items():
+            total = 0.0
+            for pid in pids:
+                try:
+                    root = psutil.Process(pid)
+                    for proc in [root, *root.children(recursive=True)]:
+                        times = proc.cpu_times()
+                        total += times.user + times.system
+                except psutil.Error:
+                    pass
+            out[name] = total
+        own = psutil.Process().cpu_times()
+        out["client"] = own.user + own.system
+        return out
+
+
+def cpu_per_ticket(before: dict[str, float], after: dict[str, float], n: int) -> dict:
+    """ms of CPU per accepted ticket, by process group."""
+    return {k: round((after[k] - before[k]) * 1000 / max(1, n), 2) for k in before}
+
+
+CPU: CpuMeter | None = None
 
 
 class PgPeak:
@@ -149,11 +189,13 @@ def intake(port: int, clients: int, per_client: int, first_id: int) -> dict:
             results.extend(mine)
 
     threads = [threading.Thread(target=client, args=(c,)) for c in range(clients)]
+    cpu_before = CPU.read() if CPU else {}
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     accepted = [r for r in results if r[2] == 202]
+    cpu = cpu_per_ticket(cpu_before, CPU.read(), len(accepted)) if CPU else {}
     span = max(r[1] for r in results) - min(r[0] for r in results)
     latencies = [(r[1] - r[0]) * 1000 for r in results]
     return {
@@ -164,6 +206,7 @@ def intake(port: int, clients: int, per_client: int, first_id: int) -> dict:
         "accepted_per_s": round(len(accepted) / span, 1),
         "p50_ms": round(_pct(latencies, 0.5), 1),
         "p95_ms": round(_pct(latencies, 0.95), 1),
+        "cpu_ms": cpu,
     }
 
 
@@ -347,6 +390,14 @@ def start(
         procs.append(worker)
     for worker in procs[2:]:
         worker.wait_for_log(r"\bready\.", timeout=300)
+    global CPU
+    CPU = CpuMeter(
+        {
+            "web": [procs[1].popen.pid],
+            "workers": [p.popen.pid for p in procs[2:]],
+            "sandbox": [sandbox.popen.pid],
+        }
+    )
     return web_port, sandbox_url
 
 
@@ -444,16 +495,22 @@ def _print(results: dict, args: argparse.Namespace) -> None:
         else f"web processes: {args.web if args.web > 0 else 'default'}"
     )
     print(f"\nIntake ({web}; {args.workers} workers; {os.cpu_count()} cores)")
-    print(f"{'':>22} {'clients':>7} {'accepted/s':>10} {'p50 ms':>7} {'p95 ms':>7} {'ok':>9}")
+    print(
+        f"{'':>22} {'clients':>7} {'accepted/s':>10} {'p50 ms':>7} {'p95 ms':>7} {'ok':>9}"
+        f"   CPU ms per ticket: {'web':>5} {'workers':>7} {'sandbox':>7} {'client':>6}"
+    )
     for label, rows in (
         ("idle", results["intake_idle"]),
         (f"{args.in_flight} in flight", results["intake_busy"]),
     ):
         for r in rows:
             ok = f"{r['accepted']}/{r['requests']}"
+            cpu = r.get("cpu_ms") or {}
             print(
                 f"{'webhooks, ' + label:>22} {r['clients']:>7} {r['accepted_per_s']:>10}"
                 f" {r['p50_ms']:>7} {r['p95_ms']:>7} {ok:>9}"
+                f"   {'':>18} {cpu.get('web', ''):>5} {cpu.get('workers', ''):>7}"
+                f" {cpu.get('sandbox', ''):>7} {cpu.get('client', ''):>6}"
             )
     if results["bursts"]:
         print(

@@ -332,3 +332,44 @@ def pgbench_init() -> None:
     )
     with pg.connect(pg.sibling_url(pg.PGBENCH_DB)) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
+
+
+# --- `python -m bench.rows`: issue 28's ratio alone --------------------------------------------
+
+
+def main() -> None:
+    """The engine 1p and floor 1p rows at S = 50, alternated BENCH_TRIALS times
+    (default 3), each trial's ratio and the medians': the engine ÷ floor figure
+    without the rest of the suite."""
+    import statistics
+
+    trials = int(os.environ.get("BENCH_TRIALS", "3"))
+    runs = int(os.environ.get("BENCH_R50", "80"))
+    floor_runs = int(os.environ.get("BENCH_FLOOR_RUNS", "400"))
+    pg.prepare()
+    engine, floor = Row("engine 1p", 50, 1), Row("floor 1p", 50, 1)
+    for n in range(trials):
+        e, f = engine_row(50, 1, runs, 1), floor_row(50, 1, floor_runs, 1)
+        engine.trials += e.trials
+        floor.trials += f.trials
+        engine.failures += e.failures + f.failures
+        et, ft = e.trials[-1], f.trials[-1]
+        print(
+            f"trial {n + 1}: engine {et.steps_s:,.0f} steps/s ({et.cpu_s / et.steps * 1000:.3f} ms"
+            f" CPU/step), floor {ft.steps_s:,.0f} steps/s, ratio {et.steps_s / ft.steps_s:.3f};"
+            f" load {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
+    cpu = statistics.median(t.cpu_s / t.steps * 1000 for t in engine.trials)
+    print(
+        f"rows: engine_1p_steps_s={engine.steps_s:.0f} floor_1p_steps_s={floor.steps_s:.0f}"
+        f" ratio_engine_floor={engine.steps_s / floor.steps_s:.3f} engine_cpu_ms_step={cpu:.3f}"
+    )
+    if engine.failures:
+        print("CHECKS FAILED:\n" + "\n".join(f"  {f}" for f in engine.failures))
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    with pg.exclusive("bench.rows"):
+        main()

@@ -38,11 +38,18 @@ def _as_output(body: Any, external_id: str = "") -> ToolOutput:
     return ToolOutput(content=json.dumps(body, sort_keys=True), external_id=external_id)
 
 
+def _read_key(ctx: ToolContext) -> dict[str, str]:
+    """A read carries its call's key too: the server ignores it on a GET, and
+    it names the call in the server's logs (the sandbox counts calls by it)."""
+    return {"Idempotency-Key": ctx.idempotency_key} if ctx.idempotency_key else {}
+
+
 def lookup_customer(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
     body = http.call(
         "GET",
         http.helpdesk_url("/helpdesk/customers"),
         params={"email": args["email"]},
+        headers=_read_key(ctx),
         timeout_s=LOOKUP_CUSTOMER.timeout_s,
     )
     return _as_output(body)
@@ -52,6 +59,7 @@ def lookup_order(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
     body = http.call(
         "GET",
         http.helpdesk_url(f"/helpdesk/orders/{args['order_id']}"),
+        headers=_read_key(ctx),
         timeout_s=LOOKUP_ORDER.timeout_s,
     )
     return _as_output(body)

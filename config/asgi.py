@@ -11,6 +11,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
+from api.inbound_asgi import InboundHandler, handles  # noqa: E402
 from api.mcp import mcp_app  # noqa: E402
 from dashboard.middleware import StaticSecurityHeaders  # noqa: E402
 from dashboard.origin import SameOriginValidator  # noqa: E402
@@ -21,12 +22,18 @@ from dashboard.routing import websocket_urlpatterns  # noqa: E402
 # script-src 'self' holds without a separate file server.
 # Static responses get the pages' security headers (dashboard/middleware.py).
 django_http = StaticSecurityHeaders(ASGIStaticFilesHandler(django_asgi_app))
+# The webhook and the messages APIs: Django without the browser's middleware,
+# on a thread pool of its own (api/inbound_asgi.py).
+inbound_http = InboundHandler()
 
 
 async def http(scope, receive, send):
-    """/mcp is the MCP server (api/mcp.py); everything else is Django."""
+    """/mcp is the MCP server (api/mcp.py); the paths machines post bursts
+    to go through inbound_http; everything else is Django."""
     if scope["path"] in ("/mcp", "/mcp/"):
         await mcp_app({**scope, "path": "/mcp"}, receive, send)
+    elif handles(scope):
+        await inbound_http(scope, receive, send)
     else:
         await django_http(scope, receive, send)
 

@@ -67,6 +67,7 @@ def stats_collect(sandbox: Sandbox) -> dict[str, Any]:
     }
     stats["model_requests"]["summaries"] = sandbox.counters.snapshot("model.summary.")
     stats["faults_applied"] = sandbox.counters.snapshot("faults.")
+    stats["requests_by_key"] = sandbox.counters.snapshot("requests.by_key.")
     return stats
 
 
@@ -161,6 +162,15 @@ async def model_pace_set(request: Request) -> Response:
     return json_response(sandbox_of(request).pace.as_dict())
 
 
+async def faults_release(request: Request) -> Response:
+    """Let what a hold rule holds go on."""
+    try:
+        rule = sandbox_of(request).faults.release(int(request.path_params["rule_id"]))
+    except FaultError as exc:
+        return helpdesk_error(404, "not_found", str(exc))
+    return json_response({"id": rule.id, "released": True})
+
+
 async def faults_clear(request: Request) -> Response:
     sandbox_of(request).faults.clear()
     return json_response({"faults": []})
@@ -176,6 +186,7 @@ routes = [
     Route("/_faults", faults_list, methods=["GET"]),
     Route("/_faults", faults_add, methods=["POST"]),
     Route("/_faults", faults_clear, methods=["DELETE"]),
+    Route("/_faults/{rule_id:int}/release", faults_release, methods=["POST"]),
     Route("/_model_pace", model_pace_get, methods=["GET"]),
     Route("/_model_pace", model_pace_set, methods=["POST"]),
 ]

@@ -24,8 +24,9 @@ from sandbox.state import Counters
 log = logging.getLogger("sandbox.faults")
 
 TARGETS = ("payments", "messages", "helpdesk")
-KINDS = ("latency", "status", "drop_after_commit", "stall")
-DEFAULT_LATENCY_MS = {"latency": 1000, "stall": 60000}
+KINDS = ("latency", "status", "drop_after_commit", "stall", "hold")
+DEFAULT_LATENCY_MS = {"latency": 1000, "stall": 60000, "hold": 60000}
+HOLD_POLL_S = 0.01
 # A stalled stream still delivers this many body chunks (message_start,
 # the first block start, a ping, a text delta) before going silent.
 STALL_AFTER_CHUNKS = 4
@@ -61,6 +62,11 @@ class Rule:
     # or "after_commit": the work is done, the response held back.
     phase: str = "before"
     applied: int = field(default=0)
+    # hold only: requests held now, held ones whose client went away first
+    # (phase "before": they never reached the app), and the release.
+    holding: int = field(default=0)
+    abandoned: int = field(default=0)
+    released: bool = field(default=False)
 
     def matches(self, target: str, path: str, method: str) -> bool:
         return (
@@ -97,6 +103,8 @@ def parse_rule(spec: dict[str, Any], rule_id: int) -> Rule:
     phase = spec.get("phase", "before")
     if phase not in ("before", "in_flight", "after_commit"):
         raise FaultError("phase must be 'before', 'in_flight' or 'after_commit'")
+    if kind == "hold" and phase == "in_flight":
+        raise FaultError("a hold is 'before' the work or 'after_commit'")
     return Rule(
         id=rule_id,
         target=target,
@@ -117,12 +125,16 @@ class FaultBook:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._rules: list[Rule] = []
+        # Hold rules, by id, until released: a used-up one still says what it holds.
+        self._holds: dict[int, Rule] = {}
         self._ids = itertools.count(1)
 
     def add(self, spec: dict[str, Any]) -> Rule:
         with self._lock:
             rule = parse_rule(spec, next(self._ids))
             self._rules.append(rule)
+            if rule.kind == "hold":
+                self._holds[rule.id] = rule
             return rule
 
     def take(self, target: str, path: str, method: str) -> Rule | None:
@@ -137,11 +149,28 @@ class FaultBook:
 
     def list(self) -> list[dict[str, Any]]:
         with self._lock:
-            return [{**asdict(r), "remaining": r.count - r.applied} for r in self._rules]
+            listed = [*self._rules, *(r for r in self._holds.values() if r not in self._rules)]
+            return [{**asdict(r), "remaining": r.count - r.applied} for r in listed]
+
+    def release(self, rule_id: int) -> Rule:
+        """Let the requests a hold rule holds go on (and any it takes later)."""
+        with self._lock:
+            rule = self._holds.pop(rule_id, None)
+            if rule is None:
+                raise FaultError(f"no hold rule {rule_id}")
+            rule.released = True
+            return rule
 
     def clear(self) -> None:
         with self._lock:
             self._rules.clear()
+            for rule in self._holds.values():  # nothing stays held by a rule that is gone
+                rule.released = True
+            self._holds.clear()
+
+    def counted(self, rule: Rule, field_name: str, by: int) -> None:
+        with self._lock:
+            setattr(rule, field_name, getattr(rule, field_name) + by)
 
 
 def target_for(path: str) -> str | None:
@@ -198,7 +227,7 @@ class FaultInjector:
         target = target_for(scope.get("path", "")) if scope["type"] == "http" else None
         rule = self.book.take(target, scope["path"], scope["method"]) if target else None
         if rule is None:
-            return await self.app(scope, receive, send)
+            return await (self._reached if target else self.app)(scope, receive, send)
         self.counters.incr(f"faults.{rule.target}.{rule.kind}")
         log.info(
             "fault #%d %s applied to %s %s", rule.id, rule.kind, scope["method"], scope["path"]
@@ -208,7 +237,18 @@ class FaultInjector:
                 f"model.outcome.fault_{rule.kind if rule.kind != 'status' else rule.status}"
             )
         scope.setdefault("state", {})["sandbox_fault"] = rule
-        return await _APPLY[rule.kind](self.app, rule, scope, receive, send)
+        scope["state"]["sandbox_faults"] = self.book
+        return await _APPLY[rule.kind](self._reached, rule, scope, receive, send)
+
+    async def _reached(self, scope: Scope, receive: Receive, send: Send) -> Any:
+        """An API request reaches the app: counted by its Idempotency-Key, so
+        a test can say how many times each keyed call ran here (GET /_stats,
+        `requests_by_key`), reads included (our connectors key them too)."""
+        for name, value in scope.get("headers") or ():
+            if name == b"idempotency-key":
+                self.counters.incr(f"requests.by_key.{value.decode('latin-1')}")
+                break
+        return await self.app(scope, receive, send)
 
 
 async def _latency(app: ASGIApp, rule: Rule, scope: Scope, receive: Receive, send: Send) -> None:
@@ -281,11 +321,74 @@ async def _stall(
     return CLOSE_CONNECTION
 
 
+async def _hold(app: ASGIApp, rule: Rule, scope: Scope, receive: Receive, send: Send) -> Any:
+    """Hold the request until the rule is released (POST /_faults/{id}/release)
+    or `latency_ms` passes: before it reaches the app, or, `after_commit`,
+    with the work done and its response held back. A client that goes away
+    while its request is held before the app is seen going (the socket
+    closes): that request never reaches the app. So a test can hold a call
+    at the provider, wait until it is there (`holding` in GET /_faults), and
+    kill its caller at exactly that point."""
+    book: FaultBook = scope["state"]["sandbox_faults"]
+    if rule.phase == "after_commit":
+        response: list[Message] = []
+
+        async def keep(message: Message) -> None:
+            response.append(message)
+
+        await app(scope, receive, keep)
+        await _held(book, rule, receive)
+        for message in response:
+            await send(message)
+        return None
+    body: list[Message] = []
+    while not body or body[-1].get("more_body"):  # the request, read before it is held
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return CLOSE_CONNECTION
+        body.append(message)
+    if await _held(book, rule, receive):
+        book.counted(rule, "abandoned", 1)
+        log.info("fault #%d: the client went away while held; %s never ran", rule.id, scope["path"])
+        return CLOSE_CONNECTION
+
+    async def replay() -> Message:
+        return body.pop(0) if body else await receive()
+
+    await app(scope, replay, send)
+    return None
+
+
+async def _held(book: FaultBook, rule: Rule, receive: Receive) -> bool:
+    """Wait for the release or the deadline; True when the client went away first."""
+    gone = False
+    book.counted(rule, "holding", 1)
+    try:
+        with anyio.move_on_after(rule.latency_ms / 1000):
+            async with anyio.create_task_group() as group:
+
+                async def watch() -> None:
+                    nonlocal gone
+                    while (await receive())["type"] != "http.disconnect":
+                        pass
+                    gone = True
+                    group.cancel_scope.cancel()
+
+                group.start_soon(watch)
+                while not rule.released:
+                    await anyio.sleep(HOLD_POLL_S)
+                group.cancel_scope.cancel()
+    finally:
+        book.counted(rule, "holding", -1)
+    return gone
+
+
 _APPLY = {
     "latency": _latency,
     "status": _status,
     "drop_after_commit": _drop_after_commit,
     "stall": _stall,
+    "hold": _hold,
 }
 
 

@@ -17,7 +17,7 @@ from agents.gate import Action, ActionKind, InnerStep, Verdict
 from agents.runtime import hooks
 from agents.runtime.state import CallState, Claimed
 from agents.runtime.store import steps as store
-from agents.tools.base import Kind
+from agents.tools.base import Kind, StepBegun, StepEnded
 from agents.tools.profile import Profile
 
 
@@ -73,3 +73,6 @@ class CallSteps:
             is_error=is_error,
             snapshot=snapshot,
         )
+
+    def advance(self, ended: StepEnded | None, begun: StepBegun | None) -> str:
+        return store.advance(self.claimed, self.call, ended, begun)

@@ -70,6 +70,29 @@ class InnerStep:
     key: str = ""  # its idempotency key: <session key>:<tool_use_id>:<n>
 
 
+@dataclass(frozen=True)
+class StepEnded:
+    """Inner step n's result, for `Steps.advance` to record (with the
+    program's snapshot at that step, if the tool keeps one)."""
+
+    n: int
+    name: str
+    output: str
+    is_error: bool = False
+    snapshot: bytes | None = None
+    ms: int = 0  # how long the step was out
+
+
+@dataclass(frozen=True)
+class StepBegun:
+    """A new inner step n, for `Steps.advance` to record `running`."""
+
+    n: int
+    name: str
+    arguments: dict[str, Any]
+    tool_kind: Kind | None = None
+
+
 class Steps(Protocol):
     """What the runtime hands a running call for its inner steps."""
 
@@ -98,6 +121,11 @@ class Steps(Protocol):
         is_error: bool = False,
         snapshot: bytes | None = None,
     ) -> None: ...
+
+    def advance(self, ended: StepEnded | None, begun: StepBegun | None) -> str:
+        """In one commit: step `ended.n`'s result, and step `begun.n` (new,
+        never recorded) `running`; returns the begun step's idempotency key."""
+        ...
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,8 @@ from api.schemas import (
     TurnPage,
 )
 from api.writes import write
+from capabilities.codemode import CAPABILITY as CODE_MODE
+from capabilities.codemode.view import program_view
 
 router = Router(tags=["sessions"])
 Status = Literal[tuple(Session.Status.values)]  # type: ignore[valid-type]
@@ -107,7 +109,9 @@ def tool_calls_list(
         rows = rows.filter(status=status)
     if parent is not None:
         rows = rows.filter(parent_id=parent)
-    return pagination.page(rows, field="id", cursor=cursor, limit=limit)
+    found = pagination.page(rows, field="id", cursor=cursor, limit=limit)
+    _with_programs(found["items"])
+    return found
 
 
 @router.get(
@@ -121,7 +125,15 @@ def tool_call_get(
     )
     if call is None:
         raise Http404("no such tool call in this session")
+    _with_programs([call])
     return call
+
+
+def _with_programs(calls: list) -> None:
+    """A run_code call carries its program: source, host calls, result."""
+    programs = [c for c in calls if c.name == CODE_MODE and c.parent_id is None]
+    for call in selectors.tool_calls_with_steps(calls=programs):
+        call.program = program_view(call)
 
 
 @router.post("/messages", response={202: Accepted, **WRITE_ERRORS})

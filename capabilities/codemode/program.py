@@ -15,6 +15,16 @@ computes, so running it forward from a snapshot reaches the same next call.
 A call found `running` (the worker died while it was out) is sent again with
 the same key when its tool is read-only or idempotent by key; otherwise its
 outcome is unknown and the run_code call goes `in_doubt`.
+
+One commit per host call: host call n's result is recorded in the commit
+that begins host call n+1 (`steps.advance`), not in one of its own. The
+program meanwhile runs on with the result, computing only (nothing leaves
+the process between two host calls); a worker that dies before that commit
+left call n `running`, which is what it would have left dying during the
+call, and call n is sent again with its key. Not so a call that is not
+idempotent (it would be in doubt): its result is recorded at once. Whatever
+ends the run otherwise (the program's value or error, a wait for a person,
+a refusal of the limits) records the last result first.
 """
 
 from __future__ import annotations
@@ -30,7 +40,16 @@ import capabilities.codemode.stubs as stubs  # the module, not the package (no c
 from agents.gate import InnerStep, NeedsApproval, Verdict
 from agents.models import ToolCall
 from agents.runtime import tooling
-from agents.tools.base import Kind, OutcomeUnknown, ToolContext, ToolError, ToolOutput
+from agents.runtime.store.lock import LostClaim
+from agents.tools.base import (
+    Kind,
+    OutcomeUnknown,
+    StepBegun,
+    StepEnded,
+    ToolContext,
+    ToolError,
+    ToolOutput,
+)
 from agents.tools.profile import Profile
 from capabilities.codemode.pool import Done, Limits, Pause, Program, ProgramError, TypeCheckFailed
 
@@ -75,13 +94,26 @@ class _Runner:
         self.n = 0  # host calls made (or answered from the log) so far
         self.deadline = time.monotonic() + spec.limits.wall_s
         self.names: Counter[str] = Counter()
+        self.unrecorded: StepEnded | None = None  # the last result, until the next commit
 
     def drive(self) -> Any:
         self.names.update(_earlier_in_turn(self.ctx))
-        paused = self._begin()
-        while isinstance(paused, Pause):
-            paused = self._host_call(paused)
+        try:
+            paused = self._begin()
+            while isinstance(paused, Pause):
+                paused = self._host_call(paused)
+        except LostClaim:  # another owner now: write nothing more
+            raise
+        except BaseException:  # the run ends here: its last result is recorded first
+            self._record_last()
+            raise
+        self._record_last()
         return paused.value
+
+    def _record_last(self) -> None:
+        if self.unrecorded is not None:
+            ended, self.unrecorded = self.unrecorded, None
+            self.steps.advance(ended, None)
 
     def _begin(self) -> Pause | Done:
         """From the last snapshot in the log, or from the start."""
@@ -150,30 +182,39 @@ class _Runner:
             if problem := function.tool.validate(arguments):  # an edit held to the tool's rules
                 return paused.fail("ValueError", f"{name}() as edited: {problem}")
         self._counted(n, name)
-        return self._send(paused, function, n, arguments)
+        return self._send(paused, function, n, arguments, new=recorded is None)
 
     def _counted(self, n: int, name: str) -> None:
         self.n = n
         self.names[name] += 1
 
-    def _send(self, paused: Pause, function, n: int, arguments: dict[str, Any]) -> Pause | Done:
-        """Host call n: durably `running`, sent, its result and the snapshot recorded."""
+    def _send(
+        self, paused: Pause, function, n: int, arguments: dict[str, Any], new: bool
+    ) -> Pause | Done:
+        """Host call n: durably `running` (with the last call's result, in one
+        commit), sent; its result and the snapshot recorded with the next."""
         tool = function.tool
         snapshot = paused.dump()
-        key = self.steps.begin(n, tool.name, arguments, tool_kind=tool.kind)
+        if new:
+            ended, self.unrecorded = self.unrecorded, None
+            key = self.steps.advance(ended, StepBegun(n, tool.name, arguments, tool.kind))
+        else:  # approved, or left running by a dead worker: its row is there
+            self._record_last()
+            key = self.steps.begin(n, tool.name, arguments, tool_kind=tool.kind)
         inner = dataclasses.replace(self.ctx, idempotency_key=key)
+        started = time.monotonic()
         outcome = tooling.execute(tool, inner, arguments)
         if outcome.status == "in_doubt":  # the step stays `running`: a person settles the call
             raise OutcomeUnknown(f"host call {n} ({tool.name}): {outcome.content}")
         failed = outcome.status != "succeeded" or outcome.is_error
-        self.steps.end(
-            n,
-            status="failed" if failed else "succeeded",
-            output=outcome.content,
-            is_error=failed,
-            snapshot=snapshot,
-        )
-        status = "failed" if failed else "succeeded"  # as recorded: the preview shows it
+        ms = round((time.monotonic() - started) * 1000)
+        self.unrecorded = StepEnded(n, tool.name, outcome.content, failed, snapshot, ms)
+        if tool.kind == Kind.NOT_IDEMPOTENT:
+            # Its result is recorded now, not with the next call: a worker
+            # dying while the program computes on would leave in doubt a
+            # call that is known to have happened (it cannot be sent again).
+            self._record_last()
+        status = "failed" if failed else "succeeded"  # as it will be recorded: the preview
         self.log[n] = InnerStep(n, tool.name, status, arguments, outcome.content, failed)
         if failed:
             return paused.fail(FAILED, outcome.content)

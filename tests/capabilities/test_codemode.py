@@ -278,44 +278,99 @@ def test_a_denied_host_call_raises_inside_the_program_with_the_reason(sandbox, w
     assert_invariants(session)
 
 
-def test_a_program_resumes_from_its_snapshot_when_workers_die_mid_program(sandbox, workers):
-    # Lookup 4 is slow once: the first worker dies while it is out (steps 1-3 done).
-    sandbox.fault(
-        target="helpdesk", kind="latency", latency_ms=4000, path_prefix="/helpdesk/orders/ORD-1013"
-    )
-    # The refund is done at the provider and its answer held back: the second
-    # worker dies while it is in flight.
-    sandbox.fault(target="payments", kind="latency", phase="after_commit", latency_ms=4000)
-    victim = workers.start("victim")
-    workers.beat()  # the sweeper notices a dead owner
-    code = LOOKUPS + (
-        "refund = issue_refund(order_id='ORD-1001', amount_cents=1450)\n"
-        "{'statuses': statuses, 'refund': refund['refund_id']}"
-    )
-    session = ticket_session(sandbox, "kill", fenced(code))
+KILLED = LOOKUPS + (
+    "refund = issue_refund(order_id='ORD-1001', amount_cents=1450)\n"
+    "{'statuses': statuses, 'refund': refund['refund_id']}"
+)
 
-    wait_for(lambda: len(inner(session)) == 4, timeout=90, what="lookup 4 in flight")
+
+def held(sandbox) -> dict:
+    """The test's one hold rule, as the sandbox lists it."""
+    return next(f for f in sandbox.get("/_faults")["faults"] if f["kind"] == "hold")
+
+
+def killed_at_hold(sandbox, workers, **hold):
+    """The program's worker, SIGKILLed while the sandbox holds one host call
+    (a hold: the call waits at the sandbox until released or its caller is
+    gone); then a fresh worker. Returns the session and its steps at the kill."""
+    sandbox.fault(kind="hold", **hold)
+    victim = workers.start("victim")
+    workers.beat()  # the sweeper notices the dead owner
+    session = ticket_session(sandbox, "kill", fenced(KILLED))
+    wait_for(lambda: held(sandbox)["holding"] == 1, timeout=90, what="a host call held")
+    at_kill = inner(session)
     victim.kill(signal.SIGKILL)
     victim.popen.wait(10)
-    second = workers.start("second")
-    wait_for(lambda: len(inner(session)) == 7, timeout=90, what="the refund in flight")
-    time.sleep(0.5)  # the request is at the provider
-    second.kill(signal.SIGKILL)
-    second.popen.wait(10)
-    workers.start("third")
-
+    workers.start("fresh")
     assert wait_turn(session, timeout=90).status == "succeeded", workers.logs()
+    return session, at_kill
+
+
+def ran_once_each(sandbox, steps, twice=()) -> None:
+    """By key at the sandbox: every host call reached it once (`twice`: sent
+    again with the same key after the kill)."""
+    by_key = sandbox.stats()["requests_by_key"]
+    assert {s.idempotency_key: by_key.get(s.idempotency_key) for s in steps} == {
+        s.idempotency_key: 2 if s.step in twice else 1 for s in steps
+    }
+
+
+def test_a_program_resumes_from_its_snapshot_when_its_worker_dies_between_host_calls(
+    sandbox, workers
+):
+    """Between host calls 3 and 4: call 3's result and call 4 `running` are
+    one commit, and call 4 is held at the sandbox before it does anything;
+    the worker dies there. The fresh worker resumes from call 3's snapshot:
+    calls 1-3 are answered from the log, call 4 (read-only) is sent again
+    with its key, and it ran once: its first request never reached the helpdesk."""
+    session, at_kill = killed_at_hold(
+        sandbox,
+        workers,
+        target="helpdesk",
+        match={"path_prefix": "/helpdesk/orders/ORD-1013", "method": "GET"},
+    )
+    assert [(s.step, s.status) for s in at_kill] == [
+        (1, "succeeded"),
+        (2, "succeeded"),
+        (3, "succeeded"),
+        (4, "running"),
+    ]
+    assert all(s.snapshot for s in at_kill[:3]) and at_kill[3].snapshot is None
+    assert held(sandbox)["abandoned"] == 1  # the kill closed its socket: it never ran
+
     steps = inner(session)
     assert [s.status for s in steps] == ["succeeded"] * 7
-    # Completed calls never ran again. The two in flight at a kill (lookup 4,
-    # the refund) were sent again at most once (read-only, idempotent by key),
-    # the refund with the same key: one refund at the provider. Whether lookup
-    # 4 was still out when its worker died depends on the machine's load (in a
-    # full parallel run it has come back first), so it may show one attempt.
-    attempts = [s.attempts for s in steps]
-    assert [attempts[i] for i in (0, 1, 2, 4, 5)] == [1] * 5, attempts
-    assert attempts[3] in (1, 2) and attempts[6] in (1, 2), attempts
+    assert [s.attempts for s in steps] == [1, 1, 1, 2, 1, 1, 1]
+    ran_once_each(sandbox, steps)
     refunds = sandbox.refunds()
     assert [(r["order_id"], r["key"]) for r in refunds] == [("ORD-1001", steps[6].idempotency_key)]
+    value = program_value(session)  # the answers from the log reached the program
+    assert value["statuses"] == [json.loads(s.output)["status"] for s in steps[1:6]]
+    assert value["refund"] == refunds[0]["id"]
+    assert_invariants(session)
+
+
+def test_a_program_resumes_from_its_snapshot_when_its_worker_dies_during_a_refund(sandbox, workers):
+    """The refund is made at the provider and its answer held: the worker
+    dies not knowing it happened. The fresh worker resumes from call 6's
+    snapshot and sends the refund again with the same key (it is idempotent
+    by key): the provider answers with the first refund; one refund."""
+    session, at_kill = killed_at_hold(
+        sandbox,
+        workers,
+        target="payments",
+        phase="after_commit",
+        match={"path_prefix": "/v1/refunds", "method": "POST"},
+    )
+    assert [s.status for s in at_kill] == ["succeeded"] * 6 + ["running"]
+    assert len(sandbox.refunds()) == 1  # made before the kill
+
+    steps = inner(session)
+    assert [s.status for s in steps] == ["succeeded"] * 7
+    assert [s.attempts for s in steps] == [1] * 6 + [2]
+    ran_once_each(sandbox, steps, twice={7})  # the lookups once; the refund asked twice ...
+    refunds = sandbox.refunds()  # ... and made once
+    assert [(r["order_id"], r["key"]) for r in refunds] == [("ORD-1001", steps[6].idempotency_key)]
+    assert sandbox.stats()["refunds"]["by_idempotency_key"] == {steps[6].idempotency_key: 1}
     assert program_value(session)["refund"] == refunds[0]["id"]
     assert_invariants(session)

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import http.client
+import socket
+import threading
 import time
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import anthropic
 import pytest
 import stripe
+
+from tests.sandbox.conftest import wait_until
 
 REFUND = {"payment_intent": "pi_ORD1001", "amount": 1500, "reason": "requested_by_customer"}
 HELLO = [{"role": "user", "content": "hello"}]
@@ -193,3 +197,45 @@ def test_stall_without_streaming_holds_then_drops(sandbox, anthropic_client):
     with pytest.raises(anthropic.APIConnectionError):
         anthropic_client.messages.create(model="m", max_tokens=10, messages=HELLO)
     assert time.monotonic() - started >= 0.5
+
+
+def _hold(sandbox) -> dict:
+    return next(f for f in sandbox.get("/_faults").json()["faults"] if f["kind"] == "hold")
+
+
+def test_a_hold_keeps_a_request_until_released_then_does_the_work(sandbox, stripe_client):
+    """phase after_commit: the refund is made at once, its answer held."""
+    sandbox.fault(target="payments", kind="hold", phase="after_commit")
+    rule = _hold(sandbox)["id"]
+    done: list = []
+    thread = threading.Thread(
+        target=lambda: done.append(
+            stripe_client.v1.refunds.create(params=REFUND, options={"idempotency_key": "k-hold"})
+        )
+    )
+    thread.start()
+    wait_until(lambda: _hold(sandbox)["holding"] == 1, what="the refund held")
+    assert len(sandbox.get("/_refunds").json()["refunds"]) == 1 and not done
+    assert sandbox.request("POST", f"/_faults/{rule}/release").status == 200
+    thread.join(10)
+    assert done and done[0].amount == 1500
+    assert sandbox.stats()["requests_by_key"] == {"k-hold": 1}
+    assert sandbox.get("/_faults").json()["faults"] == []  # used up and released
+
+
+def test_a_held_request_whose_client_goes_away_never_runs(sandbox):
+    """phase before: the caller dies while it is held; the work is not done."""
+    sandbox.fault(
+        target="payments", kind="hold", match={"path_prefix": "/v1/refunds", "method": "POST"}
+    )
+    body = urlencode({**REFUND, "amount": 700}).encode()
+    parts = urlsplit(sandbox.url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+    headers = {"Content-Type": "application/x-www-form-urlencoded", "Idempotency-Key": "k-gone"}
+    conn.request("POST", "/v1/refunds", body=body, headers=headers)
+    wait_until(lambda: _hold(sandbox)["holding"] == 1, what="the request held")
+    conn.sock.shutdown(socket.SHUT_RDWR)  # as a killed process's socket closes
+    conn.close()
+    wait_until(lambda: _hold(sandbox)["abandoned"] == 1, what="the hold to see the client go")
+    assert sandbox.get("/_refunds").json()["refunds"] == []
+    assert sandbox.stats()["requests_by_key"] == {}

@@ -15,6 +15,15 @@ less than FRESH_S ago was in use a moment ago and is handed out unpinged;
 one that sat in the pool longer is pinged as before. A connection that broke
 in that second fails its next statement, as one breaking mid-step does: the
 step ends and is retried, and the pool drops the broken connection.
+
+The record statements borrow through `borrow()`, Django's connect() less
+what cannot change between two borrows of a pooled connection: the
+connection parameters (built anew on every connect(), then unused: the
+pool made its connections with them long ago), the autocommit switch (a
+pooled connection is in autocommit unless a transaction was left on it,
+which is checked), the server version check (done once per process) and
+the connection_created signal (nothing listens). Everything connect()
+resets on Django's side is reset the same way.
 """
 
 from __future__ import annotations
@@ -22,6 +31,8 @@ from __future__ import annotations
 import time
 
 from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.backends.base.base import RAN_DB_VERSION_CHECK
+from django.db.backends.signals import connection_created
 from psycopg_pool import ConnectionPool
 
 FRESH_S = 1.0
@@ -36,6 +47,30 @@ def give_back() -> None:
     db.connection._agentdesk_given_back = time.monotonic()
     _ping_only_stale(db.pool)
     db.close()
+
+
+def borrow(db) -> None:
+    """Give this thread's Django connection `db` (which has none open) a pooled
+    connection, as connect() would. The first borrow of a process, and any
+    with a connection_created listener, go through connect() itself."""
+    if db.pool is None or db.alias not in RAN_DB_VERSION_CHECK or connection_created.receivers:
+        db.ensure_connection()
+        return
+    with db.wrap_database_errors:
+        conn = db.pool.getconn()
+        if not conn.autocommit:  # left in a transaction's mode: the pool rolled it back
+            conn.autocommit = True
+    # What connect() sets on Django's side (django/db/backends/base/base.py).
+    db.in_atomic_block = db.needs_rollback = db.closed_in_transaction = False
+    db.savepoint_ids, db.atomic_blocks, db.run_on_commit = [], [], []
+    db.health_check_enabled = db.settings_dict["CONN_HEALTH_CHECKS"]
+    db.health_check_done = True  # the pool's own check ran (or was not due)
+    db.errors_occurred = False
+    max_age = db.settings_dict["CONN_MAX_AGE"]
+    db.close_at = None if max_age is None else time.monotonic() + max_age
+    db.connection = conn
+    db.autocommit = True
+    db.run_commit_hooks_on_set_autocommit_on = False
 
 
 def check_unless_fresh(conn) -> None:

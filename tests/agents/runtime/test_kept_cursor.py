@@ -1,6 +1,7 @@
 """The hot statements' kept cursor (agents/runtime/store/hot.py): one per
-open connection, a new one after the connection is replaced, and never in
-the way of Django's query logging."""
+pooled connection (wrapped anew for the thread that borrows it), a new one
+after the connection is replaced, and never in the way of Django's query
+logging."""
 
 from __future__ import annotations
 
@@ -12,15 +13,33 @@ from agents.runtime.store import hot
 
 
 def test_one_cursor_is_kept_per_connection_and_replaced_with_it(transactional_db):
-    first = hot._kept_cursor()
-    assert hot._kept_cursor() is first
+    first = hot._kept_cursor().cursor  # the psycopg cursor in Django's wrapper
+    assert hot._kept_cursor().cursor is first
 
-    connection.close()  # a worker closes its connection between tasks
+    raw = connection.connection
+    raw.close()  # the connection broke...
+    connection.close()  # ...and went back to the pool, which drops it
     second = hot._kept_cursor()
-    assert second is not first
+    assert connection.connection is not raw
+    assert second.cursor is not first
     second.execute("SELECT 1")
     assert second.fetchone() == (1,)
-    assert hot._kept_cursor() is second
+    assert hot._kept_cursor().cursor is second.cursor
+
+
+def test_the_cursor_stays_with_its_pooled_connection(transactional_db):
+    """A step gives its connection back twice (store/pool.py); whichever
+    pooled connection the next borrow gets, its own cursor comes with it."""
+    from agents.runtime.store import pool
+
+    kept = {}
+    for _ in range(4):
+        cursor = hot._kept_cursor()
+        cursor.execute("SELECT pg_backend_pid()")
+        pid = cursor.fetchone()[0]
+        assert kept.setdefault(pid, cursor.cursor) is cursor.cursor
+        assert cursor.cursor.connection is connection.connection
+        pool.give_back()
 
 
 def test_statements_are_logged_while_queries_are_captured(transactional_db):
@@ -41,6 +60,6 @@ def test_a_statement_that_fails_on_the_kept_cursor_leaves_it_usable(transactiona
         cursor.execute("SELECT 1 / %s", [0])
 
     again = hot._kept_cursor()
-    assert again is cursor
+    assert again.cursor is cursor.cursor
     again.execute("SELECT 3")
     assert again.fetchone() == (3,)
