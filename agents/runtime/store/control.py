@@ -352,10 +352,25 @@ def finish_turn(
     if current:
         runtime.current_turn_id = None
         runtime.cancel_requested = False
-    if Turn.objects.filter(session_id=runtime.session_id, status=T.ACCEPTED).exists():
+    if not current and _in_progress(runtime, turn):
+        # A queued turn canceled while another is in progress (a person's
+        # cancel, a message that interrupts): the session follows the turn in
+        # progress, whose owner (or the claim after a dead one) settles both.
+        # Marking the session canceled here left a running turn that the
+        # sweeper, which looks at running sessions, never took over when its
+        # owner died (issue 26: ticket:850).
+        pass
+    elif Turn.objects.filter(session_id=runtime.session_id, status=T.ACCEPTED).exists():
         session_move(runtime.session, Session.Status.RUNNING)  # a queued turn is next
     else:
         ended = {T.FAILED: Session.Status.FAILED, T.CANCELED: Session.Status.CANCELED}
         session_move(runtime.session, ended.get(status, Session.Status.IDLE))
     data = {"number": turn.number, "error": error} if error else {"number": turn.number}
     specs.append(EventSpec(f"turn.{status}", data, turn.id, actor))
+
+
+def _in_progress(runtime: SessionRuntime, turn: Turn) -> bool:
+    """Whether another turn of the session is running or parked (not queued,
+    not over): the session's status is that turn's to set."""
+    others = Turn.objects.filter(session_id=runtime.session_id).exclude(pk=turn.pk)
+    return others.exclude(status__in=[T.ACCEPTED, *Turn.TERMINAL]).exists()

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 
 from agents.errors import Conflict
 from agents.models import Message, Session, ToolCall, Turn
-from agents.runtime import live
+from agents.runtime import dispatch, live
 from agents.services import message_post, turn_cancel
 from approvals.models import Approval
 from approvals.services import approval_decide
@@ -75,6 +77,52 @@ def test_cancel_during_approval_wait_cancels_the_approval(sandbox, workers, alic
     with pytest.raises(Conflict):
         approval_decide(approval_id=approval.id, user=bob, decision="approve")
     assert sandbox.refunds() == []
+    assert_invariants(session)
+
+
+def test_cancel_of_a_dead_owners_turn_with_one_queued_settles_both(sandbox, workers, alice, broker):
+    """Issue 26 (ticket:850 of the chaos campaign): turn 1 runs, turn 2 waits
+    behind it, turn 1's worker dies, then a person cancels. Canceling the
+    queued turn used to mark the session `canceled` while turn 1 still ran
+    under its dead owner; the sweeper looks at running sessions only, so once
+    the cancel's own trigger was lost nobody ever settled turn 1."""
+    victim = workers.start("victim")
+    ticket = sandbox.ticket(
+        email="bob.okafor@example.net",
+        subject="Where is my order",
+        body="Where is order ORD-1003? [[sandbox:slow]]",
+        order_id="ORD-1003",
+    )
+    session = deliver_ticket(ticket)
+    first = Turn.objects.get(session=session, number=1)
+    wait_for(lambda: live.partial_text(session.id, first.id), what="model text streaming")
+    second = message_post(key=session.key, text="Also, can I change the address?", user=alice)
+    assert Turn.objects.get(pk=second.pk).status == "accepted"  # queued behind turn 1
+    victim.kill(signal.SIGKILL)
+    victim.popen.wait(10)
+
+    turn_cancel(session_id=session.id, user=alice)
+    assert Turn.objects.get(pk=second.pk).status == "canceled"
+    assert Turn.objects.get(pk=first.pk).status == "running"  # its owner's to settle
+    # The cancel's trigger is lost (Redis is a delivery path): only the sweeper
+    # can bring the turn to a worker now.
+    for key in broker.scan_iter("celery*"):
+        broker.delete(key)
+    broker.delete(dispatch.mark_key(session.id))
+    workers.start("rescuer")
+    workers.beat()
+
+    # Before the fix: the session showed canceled, and turn 1 ran forever.
+    turn = wait_turn(session, timeout=30)
+    assert turn.status == "canceled", workers.logs()
+    assert turn.cancel_requested_by == alice
+    assert Session.objects.get(pk=session.pk).status == "canceled"
+    assert "recovery" in kinds(session)  # a new slot took the dead owner's turn
+    assert kinds(session).count("turn.canceled") == 2
+    assert_invariants(session)
+    # The session takes new turns: the transcript stayed valid.
+    message_post(key=session.key, text="Any news on ORD-1003?", user=alice)
+    assert wait_turn(session, number=3).status == "succeeded", workers.logs()
     assert_invariants(session)
 
 
