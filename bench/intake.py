@@ -24,6 +24,12 @@ Method
   turn's finished_at - the moment its ticket was opened; the last answer is
   the last finished_at - the first opening. Floor = model calls per ticket x
   latency. Peak Postgres connections: all of this database's, every 50 ms.
+- A burst is a batch: per ticket, the advance tasks the workers received
+  (their logs), the claims (the sessions' fences), the sessions the
+  sweepers re-enqueued, the model calls, and at the sandbox's helpdesk the
+  replies and the tickets answered twice; and the backends waiting on a
+  lock (pg_stat_activity every 50 ms: peak and mean), where a row every
+  ticket's work takes would show.
 - CPU per accepted ticket (ms), for each intake row: the CPU time the web
   processes, the workers, the sandbox and this client (its sending threads)
   spent during the row, over the tickets accepted. On a shared machine the
@@ -117,15 +123,74 @@ def cpu_per_ticket(before: dict[str, float], after: dict[str, float], n: int) ->
 
 
 CPU: CpuMeter | None = None
+WORKER_LOGS: list[Path] = []
+SANDBOX_DB: Path | None = None
+
+
+class WorkerLogs:
+    """What the workers logged since it was made: the advance tasks they
+    received, and the sessions their sweepers re-enqueued."""
+
+    def __init__(self) -> None:
+        self.offsets = {p: p.stat().st_size for p in WORKER_LOGS}
+
+    def counts(self) -> tuple[int, int]:
+        import re
+
+        tasks = swept = 0
+        for path, offset in self.offsets.items():
+            with open(path, "rb") as log:
+                log.seek(offset)
+                text = log.read().decode(errors="replace")
+            tasks += text.count("Task agents.advance_session[")
+            swept += sum(int(n) for n in re.findall(r"sweeper re-enqueued (\d+) session", text))
+        return tasks, swept
+
+
+def _replies(ticket_ids: list[int]) -> tuple[int, int]:
+    """(tickets answered more than once, replies in all) at the sandbox's helpdesk."""
+    import sqlite3
+
+    if SANDBOX_DB is None:
+        return 0, 0
+    conn = sqlite3.connect(f"file:{SANDBOX_DB}?mode=ro", uri=True, timeout=30)
+    try:
+        per_ticket = conn.execute(
+            "SELECT ticket_id, count(*) FROM ticket_messages WHERE kind = 'reply'"
+            " GROUP BY ticket_id"
+        ).fetchall()
+    finally:
+        conn.close()
+    wanted = set(ticket_ids)
+    counts = [n for tid, n in per_ticket if tid in wanted]
+    return sum(1 for n in counts if n > 1), sum(counts)
+
+
+def _claims(keys: list[str]) -> tuple[int, int]:
+    """(claims in all, the most of one session): each claim bumps its fence."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT coalesce(sum(r.fence), 0), coalesce(max(r.fence), 0)"
+            " FROM agents_sessionruntime r JOIN agents_session s ON s.id = r.session_id"
+            " WHERE s.key = ANY(%s)",
+            [keys],
+        )
+        total, most = cursor.fetchone()
+    return int(total), int(most)
 
 
 class PgPeak:
-    """Every 50 ms: the connections to the bench database (all processes)."""
+    """Every 50 ms: the connections to the bench database (all processes),
+    and how many of them wait on a lock (a row every ticket's work takes,
+    a hot row, shows here as waiters)."""
 
     def __init__(self, dsn: str) -> None:
         import psycopg
 
         self.peak = 0
+        self.lock_waits: list[int] = []
         self._conn = psycopg.connect(dsn, autocommit=True)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -133,11 +198,13 @@ class PgPeak:
 
     def _run(self) -> None:
         while not self._stop.wait(0.05):
-            n = self._conn.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            n, waiting = self._conn.execute(
+                "SELECT count(*), count(*) FILTER (WHERE wait_event_type = 'Lock')"
+                " FROM pg_stat_activity WHERE datname = current_database()"
                 " AND pid <> pg_backend_pid()"
-            ).fetchone()[0]
+            ).fetchone()
             self.peak = max(self.peak, n)
+            self.lock_waits.append(waiting)
 
     def stop(self) -> int:
         self._stop.set()
@@ -282,12 +349,16 @@ def burst(n: int, latency_ms: int, sandbox_url: str, dsn: str) -> dict:
 
     _reset(sandbox_url, latency_ms)
     peak = PgPeak(dsn)
+    logs = WorkerLogs()
     t0 = time.time()
     opened = open_tickets(sandbox_url, n, CLIENTS_BURST)
     opened_s = time.time() - t0
     keys = [f"ticket:{tid}" for tid in opened]
     finished = wait_finished(keys, timeout=max(180, 6 * latency_ms / 1000 * 5 + n * 0.2))
     conns = peak.stop()
+    tasks, swept = logs.counts()
+    claims, most_claims = _claims(keys)
+    twice, replies = _replies(list(opened))
     stats = requests.get(f"{sandbox_url}/_stats", timeout=10).json()
     per_ticket = stats["model_requests"]["total"] / n
     floor = per_ticket * latency_ms / 1000
@@ -306,6 +377,16 @@ def burst(n: int, latency_ms: int, sandbox_url: str, dsn: str) -> dict:
         "sojourn_p50_x": round(statistics.median(sojourn) / floor, 2) if sojourn else None,
         "sojourn_p95_x": round(_pct(sojourn, 0.95) / floor, 2) if sojourn else None,
         "peak_pg_conns": conns,
+        # A burst is a batch: per ticket, these do not grow with the burst.
+        "tasks_per_ticket": round(tasks / n, 2),
+        "claims_per_ticket": round(claims / n, 2),
+        "most_claims": most_claims,
+        "swept": swept,
+        "model_calls_per_ticket": round(per_ticket, 2),
+        "replies": replies,
+        "answered_twice": twice,
+        "lock_waiters_peak": max(peak.lock_waits, default=0),
+        "lock_waiters_mean": round(statistics.fmean(peak.lock_waits), 2) if peak.lock_waits else 0,
     }
 
 
@@ -365,6 +446,8 @@ def start(
     )
     procs.append(sandbox)
     sandbox_url = sandbox.wait_for_log(r"sandbox: listening on (http://\S+)").group(1)
+    global SANDBOX_DB
+    SANDBOX_DB = log_dir / "sb.db"
     env.update(SANDBOX_URL=sandbox_url)
     if args.web:
         web = ["-m", "config.web", "--host", "127.0.0.1", "--port", str(web_port)]
@@ -391,6 +474,7 @@ def start(
     for worker in procs[2:]:
         worker.wait_for_log(r"\bready\.", timeout=300)
     global CPU
+    WORKER_LOGS[:] = [p.log_path for p in procs[2:]]
     CPU = CpuMeter(
         {
             "web": [procs[1].popen.pid],
@@ -526,6 +610,18 @@ def _print(results: dict, args: argparse.Namespace) -> None:
             )
             if b["done"] != b["tickets"]:
                 print(f"      ! {b['done']} of {b['tickets']} finished")
+        print(
+            f"\n{'burst':>12} {'tasks/t':>7} {'claims/t':>8} {'most':>4} {'swept':>5}"
+            f" {'calls/t':>7} {'replies':>7} {'twice':>5} {'lock waiters peak/mean':>22}"
+        )
+        for b in results["bursts"]:
+            label = f"{b['tickets']}@{b['latency_ms']}ms"
+            waits = f"{b['lock_waiters_peak']}/{b['lock_waiters_mean']}"
+            print(
+                f"{label:>12} {b['tasks_per_ticket']:>7} {b['claims_per_ticket']:>8}"
+                f" {b['most_claims']:>4} {b['swept']:>5} {b['model_calls_per_ticket']:>7}"
+                f" {b['replies']:>7} {b['answered_twice']:>5} {waits:>22}"
+            )
     print(f"intake: {json.dumps(results)}")
 
 
