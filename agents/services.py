@@ -215,7 +215,9 @@ def _post_message(key: str, text: str, trigger: str, user: AbstractBaseUser | No
         trigger=trigger,
         user=user,
         queued=bool(active) and policy == Session.MessagePolicy.QUEUE,
-        shows_running=not active,
+        # An interrupting message canceled what was open: its turn is the work
+        # now (a running turn asked to stop keeps the session running anyway).
+        shows_running=not active or policy == Session.MessagePolicy.INTERRUPT,
     )
     dispatch.enqueue_on_commit(session_id)
     return turn

@@ -76,3 +76,18 @@ def test_reject_refuses_a_message_while_a_turn_runs(sandbox, workers):
 
     assert wait_turn(session, timeout=60).status == "succeeded", workers.logs()
     assert Turn.objects.filter(session=session).count() == 1
+
+
+def test_an_interrupting_message_leaves_the_session_running_for_its_turn():
+    """No worker runs: turn 1 is still queued when the interrupting message
+    cancels it. The new turn is work, so the session shows running (the
+    sweeper looks at running sessions: a `canceled` one with a queued turn
+    would wait for a trigger that may have been lost)."""
+    first = message_post(key="ticket:interrupt-queued", text="Where is ORD-1003?")
+    Session.objects.filter(pk=first.session_id).update(message_policy="interrupt")
+
+    second = message_post(key="ticket:interrupt-queued", text="Never mind, where is it now?")
+
+    assert Turn.objects.get(pk=first.pk).status == "canceled"
+    assert Turn.objects.get(pk=second.pk).status == "accepted"
+    assert Session.objects.get(pk=first.session_id).status == "running"
