@@ -502,9 +502,14 @@ def run(args: argparse.Namespace, sandbox_url: str, web_port: int, dsn: str) -> 
         if args.in_flight:
             print(f"[intake] {args.in_flight} in flight ...", file=sys.stderr, flush=True)
             _reset(sandbox_url, 30_000)
-            opened = open_tickets(sandbox_url, args.in_flight, CLIENTS_BURST)
+            try:
+                opened = open_tickets(sandbox_url, args.in_flight, CLIENTS_BURST)
+            except Exception as exc:  # noqa: BLE001 (a loaded machine: keep the other rows)
+                print(f"[intake] opening the sessions in flight failed: {exc!r}", file=sys.stderr)
+                out.setdefault("errors", []).append(f"in flight: {exc!r}")
+                opened = {}
             wait_running([f"ticket:{t}" for t in opened], timeout=120)
-            for clients in plan:
+            for clients in plan if opened else []:
                 per = 40 if clients == 1 else 16
                 print(f"[intake] busy, {clients} client(s) ...", file=sys.stderr, flush=True)
                 row = intake(web_port, clients, per, next_id)
@@ -514,7 +519,11 @@ def run(args: argparse.Namespace, sandbox_url: str, web_port: int, dsn: str) -> 
     for spec in [b for b in args.bursts.split(",") if b]:
         n, ms = (int(x) for x in spec.split("@"))
         print(f"[intake] burst {n} at {ms} ms ...", file=sys.stderr, flush=True)
-        out["bursts"].append(burst(n, ms, sandbox_url, dsn))
+        try:
+            out["bursts"].append(burst(n, ms, sandbox_url, dsn))
+        except Exception as exc:  # noqa: BLE001 (a loaded machine: keep the other rows)
+            print(f"[intake] burst {spec} failed: {exc!r}", file=sys.stderr)
+            out.setdefault("errors", []).append(f"burst {spec}: {exc!r}")
         drain(sandbox_url)
     return out
 
