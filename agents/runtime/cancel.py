@@ -34,18 +34,20 @@ TIMED_OUT = "timed_out"
 
 class AbortSignal:
     def __init__(self, deadline: float | None = None) -> None:
-        self._event = threading.Event()
+        # A flag under a lock, not a threading.Event (a Condition and a lock
+        # of its own, made on every model call): nothing waits on it.
+        self._fired = False
         self._callbacks: list[Callable[[], None]] = []
         self._lock = threading.Lock()
         self.deadline = deadline  # time.monotonic() past which the call is cut
         self.reason = ""  # CANCELED or TIMED_OUT, once fired
 
     def is_set(self) -> bool:
-        return self._event.is_set()
+        return self._fired
 
     def on_abort(self, callback: Callable[[], None]) -> None:
         with self._lock:
-            fire = self._event.is_set()
+            fire = self._fired
             if not fire:
                 self._callbacks.append(callback)
         if fire:
@@ -57,9 +59,9 @@ class AbortSignal:
 
     def fire(self, reason: str = CANCELED) -> None:
         with self._lock:
-            if not self._event.is_set():
+            if not self._fired:
                 self.reason = reason
-            self._event.set()
+            self._fired = True
             callbacks, self._callbacks = self._callbacks, []
         for callback in callbacks:
             try:

@@ -53,8 +53,13 @@ MOVES = sql_moves(
 )
 
 
+# One encoder for every statement's JSON: json.dumps with arguments builds a
+# new JSONEncoder on each call (five a step). Its encode() keeps no state.
+_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
 def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return _ENCODE(value)
 
 
 # record_reply is assembled from these parts, the approvals (written by the
