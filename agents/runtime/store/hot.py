@@ -34,8 +34,8 @@ from agents.fields import json_column
 from agents.models import Session, ToolCall, Turn
 from agents.runtime import hooks
 from agents.runtime.state import CallState, Claimed
-from agents.runtime.store import pool
 from agents.runtime.store.lock import LostClaim
+from agents.runtime.store.pool import borrow
 from agents.transitions import check_tool_move_from, sql_moves
 
 C = ToolCall.Status
@@ -287,7 +287,7 @@ def _kept_cursor():
     if db.queries_logged or (db.health_check_enabled and not db.health_check_done):
         return db.cursor()
     if db.connection is None:
-        pool.borrow(db)
+        borrow(db)
     raw = db.connection
     cursor = raw.__dict__.get("_agentdesk_cursor")
     if cursor is None or cursor.closed:
