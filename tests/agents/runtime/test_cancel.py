@@ -18,8 +18,8 @@ from tests.processes import wait_for
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_cancel_during_model_stream_aborts_it(sandbox, workers, alice):
-    workers.start()
+def streaming_slow_ticket(sandbox):
+    """A ticket whose model call streams slowly: its session and turn 1, once text streams."""
     ticket = sandbox.ticket(
         email="bob.okafor@example.net",
         subject="Where is my order",
@@ -27,8 +27,14 @@ def test_cancel_during_model_stream_aborts_it(sandbox, workers, alice):
         order_id="ORD-1003",
     )
     session = deliver_ticket(ticket)
-    turn = Turn.objects.get(session=session)
+    turn = Turn.objects.get(session=session, number=1)
     wait_for(lambda: live.partial_text(session.id, turn.id), what="model text streaming")
+    return session, turn
+
+
+def test_cancel_during_model_stream_aborts_it(sandbox, workers, alice):
+    workers.start()
+    session, turn = streaming_slow_ticket(sandbox)
 
     turn_cancel(session_id=session.id, user=alice)
     turn = wait_turn(session, timeout=10)
@@ -87,15 +93,7 @@ def test_cancel_of_a_dead_owners_turn_with_one_queued_settles_both(sandbox, work
     under its dead owner; the sweeper looks at running sessions only, so once
     the cancel's own trigger was lost nobody ever settled turn 1."""
     victim = workers.start("victim")
-    ticket = sandbox.ticket(
-        email="bob.okafor@example.net",
-        subject="Where is my order",
-        body="Where is order ORD-1003? [[sandbox:slow]]",
-        order_id="ORD-1003",
-    )
-    session = deliver_ticket(ticket)
-    first = Turn.objects.get(session=session, number=1)
-    wait_for(lambda: live.partial_text(session.id, first.id), what="model text streaming")
+    session, first = streaming_slow_ticket(sandbox)
     second = message_post(key=session.key, text="Also, can I change the address?", user=alice)
     assert Turn.objects.get(pk=second.pk).status == "accepted"  # queued behind turn 1
     victim.kill(signal.SIGKILL)
