@@ -66,6 +66,9 @@ from bench.latency import (  # noqa: E402
     _server_url,
     _with_db,
     bench_redis_url,
+    lags,
+    pct,
+    turn_times,
 )
 
 DBNAME = "agentdesk_intakebench"
@@ -85,14 +88,13 @@ def _sign(body: bytes) -> str:
     return f"t={t},v1={mac}"
 
 
-def _pct(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(p * (len(ordered) - 1) + 0.5))] if ordered else 0.0
-
-
 class CpuMeter:
     """CPU seconds (user + system) of each group of the layout's processes,
-    children included (config.web's Daphne processes), and of this one."""
+    children included (config.web's Daphne processes), of the PostgreSQL and
+    Redis servers (every process by that name: run nothing else on them
+    meanwhile; a backend that exits takes its time with it), and of this one."""
+
+    SERVERS = {"postgres": ("postgres",), "redis": ("redis-server",)}
 
     def __init__(self, groups: dict[str, list[int]]) -> None:
         self.groups = groups
@@ -100,7 +102,11 @@ class CpuMeter:
     def read(self) -> dict[str, float]:
         import psutil
 
-        out: dict[str, float] = {}
+        out: dict[str, float] = {name: 0.0 for name in self.SERVERS}
+        for proc in psutil.process_iter(["name", "cpu_times"]):
+            for name, names in self.SERVERS.items():
+                if proc.info["name"] in names and proc.info["cpu_times"] is not None:
+                    out[name] += proc.info["cpu_times"].user + proc.info["cpu_times"].system
         for name, pids in self.groups.items():
             total = 0.0
             for pid in pids:
@@ -123,6 +129,7 @@ def cpu_per_ticket(before: dict[str, float], after: dict[str, float], n: int) ->
 
 
 CPU: CpuMeter | None = None
+CPU_GROUPS = ("web", "workers", "sandbox", "postgres", "redis", "client")
 WORKER_LOGS: list[Path] = []
 SANDBOX_DB: Path | None = None
 
@@ -271,8 +278,8 @@ def intake(port: int, clients: int, per_client: int, first_id: int) -> dict:
         "accepted": len(accepted),
         "other": sorted({r[2] for r in results if r[2] != 202}),
         "accepted_per_s": round(len(accepted) / span, 1),
-        "p50_ms": round(_pct(latencies, 0.5), 1),
-        "p95_ms": round(_pct(latencies, 0.95), 1),
+        "p50_ms": round(pct(latencies, 0.5), 1),
+        "p95_ms": round(pct(latencies, 0.95), 1),
         "cpu_ms": cpu,
     }
 
@@ -344,18 +351,38 @@ def wait_running(keys: list[str], timeout: float) -> None:
         time.sleep(0.25)
 
 
+def stages(keys: list[str], opened: dict[int, float]) -> dict:
+    """Where a burst ticket's time went, p50 / p95 in seconds: opened at the
+    sandbox -> its turn accepted here (the webhook), then bench.latency's
+    lags (accepted -> first claimed, claimed -> finished); and the span from
+    the first turn accepted to the last."""
+    times = turn_times(keys)
+    if not times:
+        return {}
+    accept = [a - opened[int(key.split(":")[1])] for key, a, _, _ in times]
+    out = {
+        "accept_p50_s": round(pct(accept, 0.5), 2),
+        "accept_p95_s": round(pct(accept, 0.95), 2),
+    }
+    out.update(lags(times))
+    out["accept_span_s"] = round(max(t[1] for t in times) - min(t[1] for t in times), 2)
+    return out
+
+
 def burst(n: int, latency_ms: int, sandbox_url: str, dsn: str) -> dict:
     import requests
 
     _reset(sandbox_url, latency_ms)
     peak = PgPeak(dsn)
     logs = WorkerLogs()
+    cpu_before = CPU.read() if CPU else {}
     t0 = time.time()
     opened = open_tickets(sandbox_url, n, CLIENTS_BURST)
     opened_s = time.time() - t0
     keys = [f"ticket:{tid}" for tid in opened]
     finished = wait_finished(keys, timeout=max(180, 6 * latency_ms / 1000 * 5 + n * 0.2))
     conns = peak.stop()
+    cpu = cpu_per_ticket(cpu_before, CPU.read(), n) if CPU else {}
     tasks, swept = logs.counts()
     claims, most_claims = _claims(keys)
     twice, replies = _replies(list(opened))
@@ -375,7 +402,7 @@ def burst(n: int, latency_ms: int, sandbox_url: str, dsn: str) -> dict:
         "last_answer_s": round(last, 2),
         "last_x_floor": round(last / floor, 2) if floor else None,
         "sojourn_p50_x": round(statistics.median(sojourn) / floor, 2) if sojourn else None,
-        "sojourn_p95_x": round(_pct(sojourn, 0.95) / floor, 2) if sojourn else None,
+        "sojourn_p95_x": round(pct(sojourn, 0.95) / floor, 2) if sojourn else None,
         "peak_pg_conns": conns,
         # A burst is a batch: per ticket, these do not grow with the burst.
         "tasks_per_ticket": round(tasks / n, 2),
@@ -387,6 +414,8 @@ def burst(n: int, latency_ms: int, sandbox_url: str, dsn: str) -> dict:
         "answered_twice": twice,
         "lock_waiters_peak": max(peak.lock_waits, default=0),
         "lock_waiters_mean": round(statistics.fmean(peak.lock_waits), 2) if peak.lock_waits else 0,
+        "cpu_ms": cpu,
+        "stages": stages(keys, opened),
     }
 
 
@@ -591,6 +620,7 @@ def _print(results: dict, args: argparse.Namespace) -> None:
     print(
         f"{'':>22} {'clients':>7} {'accepted/s':>10} {'p50 ms':>7} {'p95 ms':>7} {'ok':>9}"
         f"   CPU ms per ticket: {'web':>5} {'workers':>7} {'sandbox':>7} {'client':>6}"
+        f" {'pg':>5} {'redis':>5}"
     )
     for label, rows in (
         ("idle", results["intake_idle"]),
@@ -604,6 +634,7 @@ def _print(results: dict, args: argparse.Namespace) -> None:
                 f" {r['p50_ms']:>7} {r['p95_ms']:>7} {ok:>9}"
                 f"   {'':>18} {cpu.get('web', ''):>5} {cpu.get('workers', ''):>7}"
                 f" {cpu.get('sandbox', ''):>7} {cpu.get('client', ''):>6}"
+                f" {cpu.get('postgres', ''):>5} {cpu.get('redis', ''):>5}"
             )
     if results["bursts"]:
         print(
@@ -630,6 +661,25 @@ def _print(results: dict, args: argparse.Namespace) -> None:
                 f"{label:>12} {b['tasks_per_ticket']:>7} {b['claims_per_ticket']:>8}"
                 f" {b['most_claims']:>4} {b['swept']:>5} {b['model_calls_per_ticket']:>7}"
                 f" {b['replies']:>7} {b['answered_twice']:>5} {waits:>22}"
+            )
+        print(f"\n{'burst':>12}   CPU ms per ticket: " + " ".join(f"{k:>8}" for k in CPU_GROUPS))
+        for b in results["bursts"]:
+            label = f"{b['tickets']}@{b['latency_ms']}ms"
+            cpu = b.get("cpu_ms") or {}
+            print(f"{label:>12}   {'':>18}" + " ".join(f"{cpu.get(k, ''):>8}" for k in CPU_GROUPS))
+        print(
+            f"\n{'burst':>12} {'accepted over s':>15}  p50 / p95 s: {'opened->accepted':>16}"
+            f" {'accepted->claimed':>17} {'claimed->done':>13}"
+        )
+        for b in results["bursts"]:
+            label = f"{b['tickets']}@{b['latency_ms']}ms"
+            st = b.get("stages") or {}
+            if not st:
+                continue
+            cols = [f"{st[f'{k}_p50_s']} / {st[f'{k}_p95_s']}" for k in ("accept", "start", "run")]
+            print(
+                f"{label:>12} {st['accept_span_s']:>15}  {'':>11} {cols[0]:>16} {cols[1]:>17}"
+                f" {cols[2]:>13}"
             )
     print(f"intake: {json.dumps(results)}")
 

@@ -164,6 +164,40 @@ class Sampler:
         self._conn.close()
 
 
+def turn_times(keys: list[str]) -> list[tuple[str, float, float, float]]:
+    """(session key, accepted, first claimed, finished) of each session's
+    first turn that has finished, as time.time() values."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT s.key, extract(epoch FROM t.created_at), extract(epoch FROM t.started_at),"
+            " extract(epoch FROM t.finished_at) FROM agents_turn t"
+            " JOIN agents_session s ON s.id = t.session_id"
+            " WHERE t.number = 1 AND t.finished_at IS NOT NULL AND s.key = ANY(%s)",
+            [keys],
+        )
+        return [(k, float(a), float(b), float(c)) for k, a, b, c in cursor.fetchall()]
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p * (len(ordered) - 1) + 0.5))] if ordered else 0.0
+
+
+def lags(times: list[tuple[str, float, float, float]]) -> dict:
+    """p50 / p95 s of accepted -> first claimed (waiting for a slot and its
+    trigger) and first claimed -> finished (running)."""
+    start = [b - a for _, a, b, _ in times]
+    run = [c - b for _, _, b, c in times]
+    return {
+        "start_p50_s": round(pct(start, 0.5), 2),
+        "start_p95_s": round(pct(start, 0.95), 2),
+        "run_p50_s": round(pct(run, 0.5), 2),
+        "run_p95_s": round(pct(run, 0.95), 2),
+    }
+
+
 def _post(message_post, key: str, text: str) -> None:
     from django.db import connection
 
@@ -239,6 +273,7 @@ def burst(
     makespan = max(finished) if finished else float("nan")
     growth = sum(max(0, sampler.peak_rss[p] - idle_rss[p]) for p in pids)
     return {
+        **lags(turn_times(keys)),
         "tickets": n,
         "done": len(finished),
         "statuses": sorted(statuses),
@@ -371,6 +406,10 @@ def _print(results: list[dict], args: argparse.Namespace) -> None:
         print(
             f"      CPU s: workers {cpu['workers']}, sandbox {cpu['sandbox']}, rest {cpu['rest']};"
             f" cores busy {cpu['cores_busy']} of {os.cpu_count()}; posting took {r['post_s']} s"
+        )
+        print(
+            f"      accepted -> first claimed p50 {r['start_p50_s']} s, p95 {r['start_p95_s']} s;"
+            f" claimed -> done p50 {r['run_p50_s']} s, p95 {r['run_p95_s']} s"
         )
         if r["done"] != r["tickets"] or r["statuses"] != ["succeeded"]:
             print(f"      ! {r['done']} of {r['tickets']} ended; statuses {r['statuses']}")
