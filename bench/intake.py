@@ -5,12 +5,12 @@
 
 Method
 ------
-- `make run`'s layout, on a database of its own (`agentdesk_intakebench` on
+- `make run`'s layout and mode (DEBUG off), on a database of its own (`agentdesk_intakebench` on
   BENCH_DATABASE_URL's / DATABASE_URL's server, migrated, dropped at the end)
   and Redis db 14 of BENCH_REDIS_URL's / REDIS_URL's server: the sandbox,
   --web Daphne processes on one socket (`python -m config.web`; default as
   `make run` starts them), --workers Celery workers (default as `make run`:
-  two per core, at most 8), every process on a pool of 4 connections.
+  config/sizing.py), every process on a pool of 4 connections.
 - Intake: C clients (threads, one keep-alive connection each) POST signed
   `ticket.created` webhooks straight to /api/inbound/helpdesk, 40 per client
   from one client and 16 per client from 32, after a short warm-up; a 202 is
@@ -70,6 +70,8 @@ from bench.latency import (  # noqa: E402
     pct,
     turn_times,
 )
+from config import sizing  # noqa: E402
+from config.security import use_local_defaults  # noqa: E402
 
 DBNAME = "agentdesk_intakebench"
 SECRET = "whsec_bench_intake"
@@ -560,7 +562,7 @@ def run(args: argparse.Namespace, sandbox_url: str, web_port: int, dsn: str) -> 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--web", type=int, default=-1, help="Daphne processes (0: plain daphne)")
-    parser.add_argument("--workers", type=int, default=max(1, min(8, 2 * (os.cpu_count() or 1))))
+    parser.add_argument("--workers", type=int, default=sizing.worker_processes())
     parser.add_argument("--intake", default="1,32")
     parser.add_argument("--in-flight", type=int, default=1000)
     parser.add_argument("--bursts", default="200@2000,2000@10000")
@@ -570,12 +572,12 @@ def main() -> int:
         args.in_flight, args.bursts = min(args.in_flight, 300), "200@2000"
     redis = bench_redis_url()
     dsn = _with_db(_server_url(), DBNAME)
+    use_local_defaults()  # DEBUG off, as make run: secrets made up for this run
     env = {
         **os.environ,
         "DATABASE_URL": dsn,
         "REDIS_URL": redis,
         "DJANGO_SETTINGS_MODULE": "config.settings",
-        "DJANGO_DEBUG": "1",
         "LOG_LEVEL": "WARNING",
         "PYTHONPATH": str(ROOT),
         "AGENTDESK_WEBHOOK_SECRET": SECRET,

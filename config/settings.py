@@ -181,7 +181,10 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1  # a busy worker does not hoard messages
 # model stream or a tool call, which releases the GIL and holds no database
 # connection. The README ("Sizing") says how to choose the number.
 CELERY_WORKER_POOL = env_str("AGENTDESK_WORKER_POOL", "threads")
-CELERY_WORKER_CONCURRENCY = env_int("AGENTDESK_WORKER_SLOTS", 200)
+# 1,000: a burst of 2,000 tickets at seconds per model call fits in two
+# such processes (one per core, config/sizing.py); a thread is made only
+# when a slot is first needed, and an idle one costs a stack and no CPU.
+CELERY_WORKER_CONCURRENCY = env_int("AGENTDESK_WORKER_SLOTS", 1000)
 # A broker outage of any length is lived through (config/broker.py): retry
 # for ever (every 1, 2 ... at most 5 s: config/broker.Consumer), and leave
 # running tasks running (they are triggers; every step they take is fenced).

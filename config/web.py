@@ -8,7 +8,7 @@ writes all queue behind each other there, however many threads serve them.
 This binds the port once and starts N Daphne processes on it (`daphne --fd`,
 the socket inherited), and the kernel hands each new connection to one of
 them, as gunicorn's master does. N is --processes, else
-AGENTDESK_WEB_PROCESSES, else one per core (at most 4): README "Sizing".
+config.sizing.web_processes(): README "Sizing".
 
 A Daphne process that dies is started again (they are stateless; the socket
 stays open in this process meanwhile, so no connection is refused); one that
@@ -19,25 +19,17 @@ everything stops and we exit 1. SIGTERM / SIGINT stop the processes and exit 0.
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import socket
 import subprocess
 import sys
 import time
 
+from config.sizing import web_processes
+
 APP = "config.asgi:application"
-MAX_DEFAULT = 4
 FAST_DEATHS = 5  # processes dead within FAST_S of their start, in a row: give up
 FAST_S = 10.0
-
-
-def process_count() -> int:
-    """AGENTDESK_WEB_PROCESSES, else one per core (at most 4)."""
-    raw = os.environ.get("AGENTDESK_WEB_PROCESSES", "").strip()
-    if raw:
-        return max(1, int(raw))
-    return max(1, min(MAX_DEFAULT, os.cpu_count() or 1))
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -61,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--processes", type=int, default=0)
     args, daphne_args = parser.parse_known_args(argv)
-    count = args.processes or process_count()
+    count = args.processes or web_processes()
     sock = listen(args.host, args.port)
     stopping = False
 

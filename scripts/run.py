@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import signal
 import socket
 import subprocess
@@ -43,7 +44,7 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from config import embedded
+from config import embedded, sizing
 
 ROOT = Path(__file__).resolve().parent.parent
 # AGENTDESK_DATA_DIR: another place for all of it (tests run a second one).
@@ -427,12 +428,20 @@ def start_redis(sup: Supervisor, port: int) -> str:
 def app_env(database_url: str, redis_url: str, sandbox_url: str) -> dict[str, str]:
     env = dict(os.environ)
     env.update(DATABASE_URL=database_url, REDIS_URL=redis_url, SANDBOX_URL=sandbox_url)
-    env.setdefault("AGENTDESK_WEBHOOK_SECRET", "whsec_dev_only")
+    # Production's mode (DEBUG off, as the tests and the image run): Django's
+    # debug cursor alone cost the workers 1-2 ms of CPU per step
+    # (bench.latency), and Celery warns against DEBUG in a worker. So this
+    # machine gets secrets of its own, made on the first run and kept with
+    # the data (the desk's logins outlive a restart); plain HTTP on
+    # loopback, /metrics open there. DJANGO_DEBUG=1 make run for Django's
+    # debug pages.
+    for name, value in local_secrets(DATA / "secrets.env").items():
+        env.setdefault(name, value)
+    env.setdefault("AGENTDESK_PLAIN_HTTP", "1")
+    env.setdefault("AGENTDESK_METRICS_OPEN", "1")
     # Webhooks to a receiver on this machine (a trial): loopback is allowed here only.
     env.setdefault("AGENTDESK_EGRESS_ALLOW", "127.0.0.0/8,::1/128")
     env.setdefault("AGENTDESK_DEMO_PASSWORD", DEMO_PASSWORD_DEFAULT)
-    # A development run: Django's debug pages on unless asked otherwise.
-    env.setdefault("DJANGO_DEBUG", "1")
     env.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     env["PYTHONUNBUFFERED"] = "1"
     # Connections per process: 4 keeps all of make run's processes (web, two
@@ -445,6 +454,27 @@ def app_env(database_url: str, redis_url: str, sandbox_url: str) -> dict[str, st
     # files here and /metrics (web) sums them (agents/observability/metrics.py).
     env.setdefault("PROMETHEUS_MULTIPROC_DIR", str(DATA / "prometheus"))
     return env
+
+
+SECRETS = ("DJANGO_SECRET_KEY", "AGENTDESK_WEBHOOK_SECRET")
+
+
+def local_secrets(path: Path) -> dict[str, str]:
+    """This machine's secrets for make run (NAME=value lines, mode 0600),
+    made on the first run; one missing from the file is added."""
+    values: dict[str, str] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            name, _, value = line.partition("=")
+            if name in SECRETS and value:
+                values[name] = value
+    if all(name in values for name in SECRETS):
+        return values
+    values.setdefault("DJANGO_SECRET_KEY", secrets.token_urlsafe(50))
+    values.setdefault("AGENTDESK_WEBHOOK_SECRET", "whsec_" + secrets.token_urlsafe(24))
+    path.touch(mode=0o600)
+    path.write_text("".join(f"{name}={values[name]}\n" for name in SECRETS))
+    return values
 
 
 def start_app(sup: Supervisor, env: dict[str, str], web_port: int, sandbox: tuple[str, int]):
@@ -477,13 +507,11 @@ def start_app(sup: Supervisor, env: dict[str, str], web_port: int, sandbox: tupl
     celery = [PY, "-m", "celery", "-A", "config"]
     # Readable lines here; every record as JSON, with session_key / turn /
     # step, in .data/logs/worker.jsonl (app_env, Supervisor.start).
-    # Two worker processes per core, each driving up to AGENTDESK_WORKER_SLOTS
-    # sessions at once on AGENTDESK_DB_POOL_SIZE connections (+ its liveness
-    # lock). A process's slots take turns on one GIL: at 500 tickets
-    # in flight on 2 cores, 4 processes finished in 2.3x the floor where 2
-    # took 2.6x (bench/latency.py), on 20 connections in all. README "Sizing".
+    # One worker process per core (config/sizing.py), each driving up to
+    # AGENTDESK_WORKER_SLOTS sessions at once on AGENTDESK_DB_POOL_SIZE
+    # connections (+ its liveness lock). README "Sizing".
     worker_env = env
-    count = worker_count()
+    count = sizing.worker_processes()
     for i in range(count):
         name = "worker" if count == 1 else f"worker{i + 1}"
         args = [*celery, "worker", "--loglevel=INFO", "-n", f"{name}@%h"]
@@ -492,15 +520,6 @@ def start_app(sup: Supervisor, env: dict[str, str], web_port: int, sandbox: tupl
     sup.service("beat", [*celery, "beat", "--loglevel=INFO", "--schedule", schedule], env)
     # Last, so the tickets' webhooks find web listening and a worker to run them.
     sup.run_once("seed", [*manage, "seed_demo"], env)
-
-
-def worker_count() -> int:
-    """AGENTDESK_WORKERS, else two per core (at most 8: past that, a machine
-    runs more `make run`s' worth of work than a demo needs)."""
-    raw = os.environ.get("AGENTDESK_WORKERS", "")
-    if raw.strip():
-        return max(1, int(raw))
-    return max(1, min(8, 2 * (os.cpu_count() or 1)))
 
 
 def _fresh_dir(path: Path) -> None:
