@@ -2,7 +2,7 @@
 
 import os
 
-from celery import Celery
+from celery import Celery, concurrency
 from celery.signals import (
     after_setup_logger,
     after_setup_task_logger,
@@ -15,6 +15,9 @@ import config.broker as broker  # the module, not the package (whose __init__ im
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 broker.patch_kombu()  # a Redis outage must not stop a worker (config/broker.py)
+# `threads` (settings' default, and `--pool=threads`) is our pool of slots
+# whose threads start with the worker (config/slots.py).
+concurrency.ALIASES["threads"] = "config.slots:SlotPool"
 app = Celery("agentdesk")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.steps["consumer"].add(broker.BrokerWatch)  # logs and counts losses of the broker
