@@ -10,12 +10,11 @@ from celery import shared_task
 from agents.features.followups import followups_fire_due
 from agents.features.jobs import job_run, jobs_sweep
 from agents.features.retention import sessions_prune
-from agents.runtime import dispatch, engine, sweeper
+from agents.runtime import engine, sweeper
 
 
 @shared_task(name="agents.advance_session", acks_late=True)
 def advance_session(session_id: int) -> None:
-    dispatch.clear_mark(session_id)
     engine.advance(session_id)
 
 

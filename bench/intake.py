@@ -567,6 +567,9 @@ def main() -> int:
     parser.add_argument("--in-flight", type=int, default=1000)
     parser.add_argument("--bursts", default="200@2000,2000@10000")
     parser.add_argument("--quick", action="store_true", help="smaller: 300 in flight, 200@2000")
+    parser.add_argument(
+        "--keep-db", action="store_true", help=f"leave {DBNAME} for a look afterwards"
+    )
     args = parser.parse_args()
     if args.quick:
         args.in_flight, args.bursts = min(args.in_flight, 300), "200@2000"
@@ -606,7 +609,10 @@ def main() -> int:
         from django.db import connections
 
         connections.close_all()
-        _admin_sql(f'DROP DATABASE IF EXISTS "{DBNAME}" WITH (FORCE)')
+        if args.keep_db:
+            print(f"[intake] database {DBNAME} kept", file=sys.stderr)
+        else:
+            _admin_sql(f'DROP DATABASE IF EXISTS "{DBNAME}" WITH (FORCE)')
         print(f"[intake] logs in {log_dir}", file=sys.stderr)
     _print(results, args)
     return 0

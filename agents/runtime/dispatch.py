@@ -5,8 +5,9 @@ the state it points at is already committed, and the sweeper re-enqueues
 every runnable session without a live owner once the broker is back. Raising
 here would tell a caller that its committed change failed.
 
-Every trigger leaves a mark in Redis until its task starts: the time it is
-due (now, or after its countdown). The sweeper leaves a marked session
+Every trigger leaves a mark in Redis until its task has claimed the session
+(or found nothing to claim): the time it is due (now, or after its
+countdown). The sweeper leaves a marked session
 alone, so a burst whose triggers wait in the queue is not sent a duplicate
 of each. A mark older than MARK_TTL_S may belong to a lost trigger (Redis
 restarted without the mark's key going too, a message prefetched by a
@@ -162,7 +163,8 @@ def _broker_client() -> redis.Redis:
 
 
 def clear_mark(session_id: int) -> None:
-    """The trigger arrived (its task starts)."""
+    """The trigger arrived: its task claimed the session, or found nothing
+    to claim (engine._drive)."""
     try:
         redis_client().delete(mark_key(session_id))
     except redis.RedisError:

@@ -75,10 +75,17 @@ def advance(session_id: int) -> None:
 
 def _drive(session_id: int, owner: Owner) -> None:
     deadline = time.monotonic() + settings.AGENTDESK_TASK_SLICE_S
-    while True:
+    try:
         claimed = store.claim(session_id, owner)
-        if claimed is None:
-            return  # nothing to run, or a live slot is on it
+    finally:
+        # The trigger that brought us here stays marked until its claim is
+        # settled (dispatch.py): from now on the session shows its owner,
+        # or had nothing to run. Cleared before the claim, a slot waiting
+        # for a pooled connection looked ownerless and unmarked to the
+        # sweeper, which sent it a second trigger (1,875 of 2,000 sessions
+        # of a burst, bench.intake).
+        dispatch.clear_mark(session_id)
+    while claimed is not None:  # None: nothing to run, or a live slot is on it
         try:
             with observe.turn(claimed):  # log context, recovery count
                 stop = _run_turn(claimed, deadline)
@@ -108,6 +115,7 @@ def _drive(session_id: int, owner: Owner) -> None:
             return
         if stop is not Stop.TURN_ENDED:
             return
+        claimed = store.claim(session_id, owner)
 
 
 def _run_turn(claimed: Claimed, deadline: float) -> Stop:

@@ -1,13 +1,17 @@
-"""A trigger on its way is marked until its task starts (runtime/dispatch.py):
+"""A trigger on its way is marked until its task has claimed (runtime/dispatch.py):
 the sweeper does not send a queued session a second one, and sends a lost
 trigger again once its mark is gone. Real Redis broker and Postgres; no
 worker runs, so the triggers stay in the queue."""
 
 from __future__ import annotations
 
-import pytest
+from datetime import timedelta
 
-from agents.runtime import dispatch, live, sweeper
+import pytest
+from django.utils import timezone
+
+from agents.models import SessionRuntime
+from agents.runtime import dispatch, engine, live, sweeper
 from agents.services import message_post
 
 
@@ -86,9 +90,16 @@ def test_two_sweepers_send_a_stale_trigger_once(broker, settings):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_task_starting_clears_the_mark(broker):
+def test_the_mark_goes_once_the_claim_is_settled(broker):
+    """The task's claim clears its trigger's mark (engine._drive), not the
+    task's start: until the slot's name is on the session, the sweeper must
+    see the trigger as on its way."""
     session_id = message_post(key="ticket:clears", text="Hello").session_id
-    dispatch.clear_mark(session_id)  # what advance_session does first
+    # Backing off after a failed step: the claim finds nothing to run now.
+    later = timezone.now() + timedelta(minutes=1)
+    SessionRuntime.objects.filter(session_id=session_id).update(wake_at=later)
+    assert broker.exists(dispatch.mark_key(session_id))
+    engine.advance(session_id)
     assert not broker.exists(dispatch.mark_key(session_id))
 
 
