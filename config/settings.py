@@ -192,9 +192,10 @@ CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 CELERY_WORKER_CONSUMER = "config.broker:Consumer"  # reconnects every <= 5 s
-# One advance task runs at most AGENTDESK_TASK_SLICE_S of steps and then
-# re-enqueues itself, so a task lives at most one slice plus its longest step
-# (a model call with its retries). The hard time limit sits above that, and
+# One advance task runs at most AGENTDESK_TASK_MAX_S of steps (one
+# AGENTDESK_TASK_SLICE_S while other work waits) and then re-enqueues
+# itself, so a task lives at most that plus its longest step (a model call
+# with its retries). The hard time limit sits above that, and
 # the visibility timeout above the time limit: Redis must never hand a
 # message to a second worker while the first is still legitimately on it.
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 900)
@@ -346,7 +347,11 @@ AGENTDESK_EXTERNAL_APPROVAL_PROFILES = env_list("AGENTDESK_EXTERNAL_APPROVAL_PRO
 # Cards on one page of the approvals inbox; the page says how many it does not show.
 AGENTDESK_INBOX_PAGE = env_int("AGENTDESK_INBOX_PAGE", 200)
 
+# A task lets go of its slot after a slice while other work waits in the
+# queue; while none does it goes on, up to AGENTDESK_TASK_MAX_S in all
+# (agents/runtime/engine.py: Slice).
 AGENTDESK_TASK_SLICE_S = env_float("AGENTDESK_TASK_SLICE_S", 60.0)
+AGENTDESK_TASK_MAX_S = env_float("AGENTDESK_TASK_MAX_S", 300.0)
 AGENTDESK_MAX_STEP_ATTEMPTS = env_int("AGENTDESK_MAX_STEP_ATTEMPTS", 5)
 AGENTDESK_MAX_TURN_STEPS = env_int("AGENTDESK_MAX_TURN_STEPS", 40)
 # Budgets (agents/budgets.py): the defaults of a new session's limits. A turn

@@ -130,6 +130,16 @@ def _due(mark: bytes) -> float:
         return 0.0
 
 
+def work_waiting() -> bool:
+    """Whether triggers wait in the broker's queue: every slot that could
+    take them is busy (a worker with a free slot takes a message at once).
+    False when that cannot be told (the broker away)."""
+    try:
+        return _broker_backlog()
+    except redis.RedisError:
+        return False
+
+
 def _broker_backlog() -> bool:
     """Whether the broker's queue holds any message (every priority lane of
     the default queue; False when the broker is not Redis)."""

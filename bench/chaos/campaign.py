@@ -83,6 +83,7 @@ def _env(redis_url: str, sandbox_url: str) -> dict[str, str]:
         "AGENTDESK_APPROVAL_TTL_S": str(APPROVAL_TTL_S),
         "AGENTDESK_REFUND_APPROVAL_LIMIT_CENTS": str(LIMIT_CENTS),
         "AGENTDESK_TASK_SLICE_S": "5",
+        "AGENTDESK_TASK_MAX_S": "5",  # hand sessions over every 5 s, waiting work or not
         "AGENTDESK_MODEL_TIMEOUT_S": "10",
         "AGENTDESK_MODEL_MAX_RETRIES": "2",
         "AGENTDESK_TOOL_RETRIES": "3",

@@ -181,7 +181,7 @@ def test_visibility_timeout_is_above_the_longest_step_and_the_retry_backoff(brok
     soft, hard = conf.task_soft_time_limit, conf.task_time_limit
 
     longest_step = max(_model_step_worst_s(), _tool_step_worst_s())
-    longest_task = settings.AGENTDESK_TASK_SLICE_S + longest_step
+    longest_task = settings.AGENTDESK_TASK_MAX_S + longest_step
     assert longest_task < soft < hard < visibility, (longest_task, soft, hard, visibility)
 
     # The backoff the engine asks for after a failed step, from the real code:
