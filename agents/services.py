@@ -88,20 +88,21 @@ def _session_insert(
     return session
 
 
-def _first_contact(session: Session) -> tuple[str, list[Any]]:
-    """One statement: the session and its runtime row, or nothing at all
-    when the key is taken. As two ORM creates in a transaction this was four
-    round trips and ~2 ms of Python per new session (bench: a few % of a
-    fifty-step run)."""
-    sql, s_fields, r_fields = _first_contact_sql()
-    runtime = SessionRuntime(session_id=0)
+def _first_contact(session: Session, runtime: SessionRuntime | None = None, turn: list[Any] = ()):
+    """One statement: the session and its runtime row (and, given `turn`'s
+    parameters, its first turn with the turn.accepted event: _FIRST_TURN),
+    or nothing at all when the key is taken. As two ORM creates in a
+    transaction this was four round trips and ~2 ms of Python per new
+    session (bench: a few % of a fifty-step run)."""
+    sql, s_fields, r_fields = _first_contact_sql(bool(turn))
+    runtime = runtime or SessionRuntime(session_id=0)
     params = [f.get_db_prep_save(f.pre_save(session, True), connection) for f in s_fields]
     params += [f.get_db_prep_save(f.pre_save(runtime, True), connection) for f in r_fields]
-    return sql, params
+    return sql, [*params, *turn]
 
 
 @functools.cache
-def _first_contact_sql() -> tuple[str, list[Field], list[Field]]:
+def _first_contact_sql(with_turn: bool = False) -> tuple[str, list[Field], list[Field]]:
     """The statement and its fields, from the models: every column with its
     model default, so a new field needs no change here."""
     s_fields = [f for f in Session._meta.concrete_fields if not f.primary_key]
@@ -116,9 +117,24 @@ def _first_contact_sql() -> tuple[str, list[Field], list[Field]]:
         f"r AS (INSERT INTO {SessionRuntime._meta.db_table} "
         f"(session_id, {', '.join(quote(f.column) for f in r_fields)}) "
         f"SELECT s.id, {', '.join(['%s'] * len(r_fields))} FROM s) "
-        "SELECT id FROM s"
     )
+    sql += _FIRST_TURN if with_turn else "SELECT id FROM s"
     return sql, s_fields, r_fields
+
+
+# The first turn of a session made in the same statement (after s and r
+# above): turn 1 at seq 1, as ACCEPT_TURN_SQL writes a later one.
+# Parameters: trigger, input, started_by_id, the event's data, its actor.
+_FIRST_TURN = """, t AS (
+    INSERT INTO agents_turn (session_id, number, status, trigger, input, started_by_id, steps,
+        input_tokens, output_tokens, cost_micros, error, created_at)
+    SELECT s.id, 1, 'accepted', %s, %s, %s, 0, 0, 0, 0, '', now() FROM s
+    RETURNING id, session_id, created_at
+), e AS (
+    INSERT INTO agents_event (session_id, seq, turn_id, kind, data, actor, created_at, role)
+    SELECT t.session_id, 1, t.id, 'turn.accepted', %s::json, %s, t.created_at, '' FROM t
+)
+SELECT session_id, id, created_at FROM t"""
 
 
 def message_post(
@@ -138,7 +154,9 @@ def message_post(
 
     `likely_new` (a ticket just opened): try creating the session first,
     which saves the lookup that would find nothing."""
-    with transaction.atomic():
+    # No savepoint: nothing below is caught after it wrote (a missing
+    # session raises before any write).
+    with transaction.atomic(savepoint=False):
         if likely_new and (turn := _first_turn(key, text, trigger, user, title, customer, context)):
             return turn
         try:
@@ -163,23 +181,25 @@ def _first_turn(
     context: dict[str, Any] | None,
 ) -> Turn | None:
     """A brand-new session with its first turn (seq 1, turn 1), or None when
-    the key is taken. Nothing else can be open on a session that did not
-    exist: no running turn to queue behind or interrupt, no follow-up for a
-    customer's reply to cancel, so none of that is looked up."""
-    session = _session_insert(key=key, title=title, customer=customer, context=context)
-    if session is None:
+    the key is taken: one statement (_first_contact with _FIRST_TURN), the
+    session shown running from the start. Nothing else can be open on a
+    session that did not exist: no running turn to queue behind or
+    interrupt, no follow-up for a customer's reply to cancel, so none of
+    that is looked up."""
+    session = Session(key=key, title=title[:300], customer=customer[:200], context=context or {})
+    session.status = S.RUNNING
+    data = {"number": 1, "trigger": trigger}
+    actor = _actor(user, trigger)
+    turn_params = [trigger, text, user.pk if user is not None else None, _json(data), actor]
+    sql, params = _first_contact(session, SessionRuntime(session_id=0, last_seq=1), turn_params)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
         return None
-    turn = _accept_turn(
-        session.pk,
-        seq=1,
-        number=1,
-        text=text,
-        trigger=trigger,
-        user=user,
-        queued=False,
-        shows_running=True,
-    )
-    dispatch.enqueue_on_commit(session.pk)
+    session_id, turn_id, created_at = row
+    turn = _accepted(session_id, turn_id, created_at, 1, text, trigger, user, data, actor)
+    dispatch.enqueue_on_commit(session_id)
     return turn
 
 
@@ -296,12 +316,29 @@ def _accept_turn(
         "user": user.pk if user is not None else None,
         "start": shows_running,
         "seq": seq,
-        "data": json.dumps(data, separators=(",", ":")),
+        "data": _json(data),
         "actor": actor,
     }
     with connection.cursor() as cursor:
         cursor.execute(ACCEPT_TURN_SQL, params)
         turn_id, created_at = cursor.fetchone()
+    return _accepted(session_id, turn_id, created_at, number, text, trigger, user, data, actor, seq)
+
+
+def _accepted(
+    session_id: int,
+    turn_id: int,
+    created_at: Any,
+    number: int,
+    text: str,
+    trigger: str,
+    user: AbstractBaseUser | None,
+    data: dict[str, Any],
+    actor: str,
+    seq: int = 1,
+) -> Turn:
+    """The turn just accepted, as if loaded, and its turn.accepted event
+    published once the caller's transaction commits."""
     turn = Turn(
         id=turn_id,
         session_id=session_id,  # turn.session loads it when asked
@@ -323,6 +360,10 @@ def _accept_turn(
     )
     events.publish_on_commit(session_id, [accepted])
     return turn
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
 
 
 def turn_cancel(*, session_id: int, user: AbstractBaseUser | None) -> Session:

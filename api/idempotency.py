@@ -22,7 +22,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
@@ -95,21 +95,29 @@ def keep(*, owner: str, key: str, fingerprint: str, response: HttpResponse) -> N
     """Keep `response` as the answer to `key`, in the caller's transaction
     (the one that did the write): for a caller whose write has a duplicate
     guard of its own (a webhook's event id), so that no in-flight row needs
-    a transaction of its own first."""
-    IdempotencyKey.objects.bulk_create(
-        [
-            IdempotencyKey(
-                owner=owner,
-                key=key,
-                fingerprint=fingerprint,
-                state=K.DONE,
-                status=response.status_code,
-                body=json.loads(response.content) if response.content else None,
-                content_type=response.get("Content-Type", "")[:60],
-            )
-        ],
-        ignore_conflicts=True,
-    )
+    a transaction of its own first. One plain INSERT: this is on every
+    accepted webhook, and the ORM's bulk_create cost ~0.3 ms of Python."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            KEEP_SQL,
+            [
+                owner,
+                key,
+                fingerprint,
+                K.DONE,
+                response.status_code,
+                response.content.decode() if response.content else None,
+                response.get("Content-Type", "")[:60],
+            ],
+        )
+
+
+KEEP_SQL = f"""
+INSERT INTO {IdempotencyKey._meta.db_table}
+    (owner, key, fingerprint, state, status, body, content_type, created_at, locked_at)
+VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s, now(), now())
+ON CONFLICT (owner, key) DO NOTHING
+"""  # noqa: S608 (the table name is the model's)
 
 
 def replay(*, owner: str, key: str, fingerprint: str) -> HttpResponse | None:

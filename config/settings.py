@@ -117,6 +117,9 @@ DATABASES = {
         DATABASE_URL, conn_max_age=0, conn_health_checks=env_bool("AGENTDESK_DB_POOL_CHECK", True)
     )
 }
+# Django's backend with a health check that skips a connection given back
+# moments ago (config/postgres/base.py).
+DATABASES["default"]["ENGINE"] = "config.postgres"
 DATABASES["default"].setdefault("OPTIONS", {}).update(
     # Parameters bound by the server, and statements seen 5 times on a
     # connection prepared (Django's default turns psycopg's preparing off): the

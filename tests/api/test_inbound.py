@@ -132,14 +132,17 @@ def _statements(client, body: bytes) -> tuple[int, list[str]]:
 
 
 def test_a_new_tickets_delivery_writes_once_and_skips_the_reply_path(client, broker):
-    """A brand-new session: the delivery row, the session, the turn and the
-    kept answer, and nothing looked up for a customer's reply (no open turn
+    """A brand-new session: the delivery row, the session with its runtime
+    row, first turn and event in one statement, and the kept answer; no
+    savepoint of its own, and nothing looked up for a customer's reply (no open turn
     to queue behind, no follow-up to cancel on a session that did not exist)."""
     status, statements = _statements(client, _body("evt_new"))
     assert status == 202
     assert not [s for s in statements if "agents_followup" in s or 'agents_turn" WHERE' in s]
+    # (The view's transaction is a savepoint inside the test's own.)
     writes = [s for s in statements if not s.startswith(("SAVEPOINT", "RELEASE"))]
-    assert len(writes) == 4, writes  # delivery, session + runtime, turn + event, answer
+    assert len(writes) == 3, writes  # delivery, session + turn, answer
+    assert len(statements) - len(writes) == 2  # the view's, and no other
     reply = json.dumps(
         {"id": "evt_reply", "type": "ticket.replied", "ticket": TICKET, "message": {"body": "?"}}
     ).encode()

@@ -7,14 +7,8 @@ gives it back before every network wait (a model stream, a tool call), so a
 slot that waits holds no connection, and a process's connections are bounded
 by its pool, not by the sessions it has in flight.
 
-The pool pings a connection as it hands it out (settings' health checks): an
-empty query, one more round trip. A step borrows twice (its model call and
-its tool call each give the connection back first), so at zero latency that
-ping was a sixth of a step's CPU (bench.profile). A connection given back
-less than FRESH_S ago was in use a moment ago and is handed out unpinged;
-one that sat in the pool longer is pinged as before. A connection that broke
-in that second fails its next statement, as one breaking mid-step does: the
-step ends and is retried, and the pool drops the broken connection.
+The pool pings a connection as it hands it out only when it sat idle for
+over a second (config/postgres/base.py): a step borrows twice, moments apart.
 
 The record statements borrow through `borrow()`, Django's connect() less
 what cannot change between two borrows of a pooled connection: the
@@ -33,9 +27,6 @@ import time
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.base.base import RAN_DB_VERSION_CHECK
 from django.db.backends.signals import connection_created
-from psycopg_pool import ConnectionPool
-
-FRESH_S = 1.0
 
 
 def give_back() -> None:
@@ -44,8 +35,6 @@ def give_back() -> None:
     db = connections[DEFAULT_DB_ALIAS]
     if db.connection is None or db.in_atomic_block or db.pool is None:
         return
-    db.connection._agentdesk_given_back = time.monotonic()
-    _ping_only_stale(db.pool)
     db.close()
 
 
@@ -71,19 +60,3 @@ def borrow(db) -> None:
     db.connection = conn
     db.autocommit = True
     db.run_commit_hooks_on_set_autocommit_on = False
-
-
-def check_unless_fresh(conn) -> None:
-    """The pool's check on a borrow: ping a connection only if it sat idle."""
-    given_back = getattr(conn, "_agentdesk_given_back", None)
-    if given_back is not None and time.monotonic() - given_back < FRESH_S:
-        return
-    ConnectionPool.check_connection(conn)
-
-
-def _ping_only_stale(pool: ConnectionPool) -> None:
-    # psycopg_pool takes its check only as a constructor argument, and Django
-    # builds the pool (with ConnectionPool.check_connection when health checks
-    # are on); so ours replaces that one, and only that one (checks off stay off).
-    if pool._check is ConnectionPool.check_connection:
-        pool._check = check_unless_fresh

@@ -1,6 +1,7 @@
-"""Borrowing from the pool (agents/runtime/store/pool.py): a connection
-given back a moment ago is handed out without the pool's ping; one that sat
-longer is pinged, so a dead one is replaced before anyone uses it."""
+"""The pool's health check (config/postgres/base.py): a connection given
+back a moment ago (by the engine, a request, anyone closing Django's
+connection) is handed out without the pool's ping; one that sat longer is
+pinged, so a dead one is replaced before anyone uses it."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import psycopg
 import pytest
 from django.db import connection
 
-from agents.runtime.store import pool
+from config.postgres import base as backend
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -45,9 +46,9 @@ def _backend_pid() -> int:
 
 
 def test_a_connection_that_sat_in_the_pool_is_pinged_and_a_dead_one_replaced(monkeypatch):
-    monkeypatch.setattr(pool, "FRESH_S", 0.0)  # everything counts as idle a while
+    monkeypatch.setattr(backend, "FRESH_S", 0.0)  # everything counts as idle a while
     first = _backend_pid()
-    pool.give_back()
+    connection.close()  # back to the pool, as a request or a step ends
     _kill(first)
     ready = connection.pool._pool  # psycopg_pool's deque: borrows take from the left
     ready.rotate(1)  # the connection just given back (and killed) is the next one out
@@ -58,11 +59,11 @@ def test_a_connection_that_sat_in_the_pool_is_pinged_and_a_dead_one_replaced(mon
 
 def test_a_connection_given_back_a_moment_ago_is_not_pinged():
     pid = _backend_pid()
-    pool.give_back()
+    connection.close()  # back to the pool, as a request or a step ends
     raw = connection.pool._pool[-1]  # the connection just returned (psycopg_pool's deque)
     assert raw.info.backend_pid == pid
     _kill(pid)
-    pool.check_unless_fresh(raw)  # no round trip: it does not notice
-    raw._agentdesk_given_back = time.monotonic() - pool.FRESH_S - 1
+    backend.check_unless_fresh(raw)  # no round trip: it does not notice
+    raw._agentdesk_given_back = time.monotonic() - backend.FRESH_S - 1
     with pytest.raises(psycopg.OperationalError):
-        pool.check_unless_fresh(raw)  # idle a while: pinged, and found dead
+        backend.check_unless_fresh(raw)  # idle a while: pinged, and found dead
