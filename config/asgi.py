@@ -13,6 +13,7 @@ from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: 
 
 from api.inbound_asgi import InboundHandler, handles  # noqa: E402
 from api.mcp import mcp_app  # noqa: E402
+from config.daphne import skip_form_parsing  # noqa: E402
 from dashboard.middleware import StaticSecurityHeaders  # noqa: E402
 from dashboard.origin import SameOriginValidator  # noqa: E402
 from dashboard.routing import websocket_urlpatterns  # noqa: E402
@@ -22,6 +23,8 @@ from dashboard.routing import websocket_urlpatterns  # noqa: E402
 # script-src 'self' holds without a separate file server.
 # Static responses get the pages' security headers (dashboard/middleware.py).
 django_http = StaticSecurityHeaders(ASGIStaticFilesHandler(django_asgi_app))
+# Twisted need not parse POST form bodies that Django parses anyway (config/daphne.py).
+skip_form_parsing()
 # The webhook and the messages APIs: Django without the browser's middleware,
 # on a thread pool of its own (api/inbound_asgi.py).
 inbound_http = InboundHandler()

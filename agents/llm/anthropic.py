@@ -11,6 +11,7 @@ import json
 import math
 import ssl
 import threading
+import urllib.request
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -55,6 +56,12 @@ class AnthropicModel:
     def __init__(self) -> None:
         self._local = threading.local()
         self._ssl = ssl.create_default_context()
+        # Asked once per process, not by every slot's new client: the SDK's
+        # client reads the proxy variables by walking os.environ, a quarter
+        # of a fresh worker's CPU while a burst filled its slots (py-spy).
+        # Without proxy variables there is nothing for it to find (and the
+        # SSL context is ours), so the clients skip the look.
+        self._env_proxies = bool(urllib.request.getproxies())
 
     @property
     def client(self) -> anthropic.Anthropic:
@@ -68,7 +75,9 @@ class AnthropicModel:
                 # a backstop just behind it, so the engine's deadline speaks first.
                 timeout=settings.AGENTDESK_MODEL_TIMEOUT_S + READ_TIMEOUT_MARGIN_S,
                 max_retries=settings.AGENTDESK_MODEL_MAX_RETRIES,
-                http_client=anthropic.DefaultHttpxClient(verify=self._ssl, limits=SLOT_LIMITS),
+                http_client=anthropic.DefaultHttpxClient(
+                    verify=self._ssl, limits=SLOT_LIMITS, trust_env=self._env_proxies
+                ),
                 # The SDK's own spans only when we trace (then they nest under
                 # our model.call span); off, they cost ~5% of a busy process.
                 open_telemetry={"traces": tracing.enabled()},
