@@ -1,14 +1,17 @@
 """SQLite storage for the sandbox.
 
-One short-lived connection per operation, WAL mode so readers never wait for
-the writer, and `BEGIN IMMEDIATE` for every write so two concurrent writers
-serialise on SQLite's own lock instead of failing half-way with SQLITE_BUSY.
-Functions here are blocking; async callers go through `run_sync`.
+One connection per thread, kept for the thread's life (opening one, with its
+pragmas, cost more than most of the statements run on it), WAL mode so
+readers never wait for the writer, and `BEGIN IMMEDIATE` for every write so
+two concurrent writers serialise on SQLite's own lock instead of failing
+half-way with SQLITE_BUSY. Functions here are blocking; async callers go
+through `run_sync`.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
@@ -119,6 +122,7 @@ DATA_TABLES = (
 class Database:
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
+        self._local = threading.local()
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         conn = self._connect()
         try:
@@ -136,13 +140,16 @@ class Database:
         conn.execute("PRAGMA synchronous=NORMAL")
         return conn
 
+    def _thread_connection(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = self._connect()
+        return conn
+
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
-        conn = self._connect()
-        try:
-            yield conn
-        finally:
-            conn.close()
+        # Autocommit: each statement reads the latest committed state.
+        yield self._thread_connection()
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
@@ -152,17 +159,14 @@ class Database:
         (remaining refundable amount, idempotency row); a deferred transaction
         would let two requests read the same state before either writes.
         """
-        conn = self._connect()
+        conn = self._thread_connection()
+        conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-        finally:
-            conn.close()
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
 
     def wipe(self) -> None:
         with self.write() as conn:

@@ -3,6 +3,13 @@
 Header: `Agentdesk-Signature: t=<unix ts>,v1=<hex HMAC-SHA256(secret, f"{t}.{raw_body}")>`.
 Delivery runs in the background with a timeout and retries with backoff;
 every attempt is recorded in `webhook_deliveries` and logged.
+
+As a helpdesk's delivery workers do, at most SENDERS deliveries are on the
+wire at once, each sender thread on a kept-alive connection of its own.
+They have their own threads: on the thread pool the API's storage uses, a
+burst of deliveries (each waiting on the receiver's answer) held every
+thread, and ticket creation and the tools' reads queued behind them (2,000
+tickets from 32 clients took 36 s to open).
 """
 
 from __future__ import annotations
@@ -10,12 +17,16 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import http.client
 import json
 import logging
+import threading
 import time
-import urllib.error
-import urllib.request
 from typing import Any
+from urllib.parse import urlsplit
+
+import anyio
+import anyio.to_thread
 
 from sandbox.db import Database, run_sync
 from sandbox.responses import random_id
@@ -24,6 +35,7 @@ log = logging.getLogger("sandbox.webhooks")
 
 SIGNATURE_HEADER = "Agentdesk-Signature"
 TIMEOUT_SECONDS = 5.0
+SENDERS = 32
 BACKOFF_SECONDS = (0.5, 1.0, 2.0, 4.0)  # between attempts; len + 1 attempts in all
 
 
@@ -50,6 +62,8 @@ class WebhookSender:
         self.url = url
         self.secret = secret
         self._tasks: set[asyncio.Task[None]] = set()
+        self._senders = anyio.CapacityLimiter(SENDERS)
+        self._connections = threading.local()  # each sender thread's kept-alive connection
 
     def emit(self, event: dict[str, Any]) -> None:
         """Deliver `event` in the background; the caller's response does not wait."""
@@ -70,7 +84,9 @@ class WebhookSender:
         body = json.dumps(event).encode()
         await run_sync(_record, self.db, event, self.url, "pending", 0, None, None)
         for attempt in range(1, len(BACKOFF_SECONDS) + 2):
-            status, error = await run_sync(self._post, body, event)
+            status, error = await anyio.to_thread.run_sync(
+                self._post, body, event, limiter=self._senders
+            )
             delivered = status is not None and 200 <= status < 300
             final = delivered or attempt > len(BACKOFF_SECONDS)
             state = "delivered" if delivered else ("failed" if final else "pending")
@@ -88,14 +104,44 @@ class WebhookSender:
         if self.secret:
             # Signed per attempt, like Stripe: the timestamp is the send time.
             headers[SIGNATURE_HEADER] = sign(self.secret, body, int(time.time()))
-        request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
-        try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as response:
+        target = urlsplit(self.url)
+        path = target.path + (f"?{target.query}" if target.query else "")
+        for reused in (True, False):
+            conn = self._connection(target, fresh=not reused)
+            try:
+                conn.request("POST", path or "/", body, headers)
+                response = conn.getresponse()
+                response.read()
+            except (http.client.HTTPException, OSError) as exc:
+                conn.close()
+                self._connections.conn = None
+                if reused and _stale(exc):
+                    continue  # the receiver closed an idle kept-alive connection: once more
+                return None, str(exc) or type(exc).__name__
+            if response.will_close:
+                conn.close()
+                self._connections.conn = None
+            if 200 <= response.status < 300:
                 return response.status, None
-        except urllib.error.HTTPError as exc:
-            return exc.code, f"HTTP {exc.code}"
-        except (urllib.error.URLError, OSError) as exc:
-            return None, str(getattr(exc, "reason", exc))
+            return response.status, f"HTTP {response.status}"
+        return None, "unreachable"  # not reached: the fresh connection answers or fails
+
+    def _connection(self, target: Any, *, fresh: bool) -> http.client.HTTPConnection:
+        conn = getattr(self._connections, "conn", None)
+        if conn is None or fresh:
+            kind = (
+                http.client.HTTPSConnection
+                if target.scheme == "https"
+                else http.client.HTTPConnection
+            )
+            conn = kind(target.hostname, target.port, timeout=TIMEOUT_SECONDS)
+            self._connections.conn = conn
+        return conn
+
+
+def _stale(exc: Exception) -> bool:
+    """A kept-alive connection the receiver had closed: nothing was taken in."""
+    return isinstance(exc, (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError))
 
 
 def _record(

@@ -224,14 +224,42 @@ class WebhookReceiver:
     calls: list[tuple[dict[str, str], bytes]] = field(default_factory=list)
     attempts: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # Keep-alive mode (HTTP/1.1, as a real receiver): connections seen, and
+    # those it closed after IDLE_S without a request (a keep-alive timeout).
+    connections: int = 0
+    idle_closed: int = 0
 
 
 @pytest.fixture
 def webhook_receiver() -> Iterator[WebhookReceiver]:
     """A tiny HTTP server recording webhook POSTs; answers 500 to the first `fail_first`."""
+    yield from _receiver(keep_alive=False)
+
+
+@pytest.fixture
+def keep_alive_receiver() -> Iterator[WebhookReceiver]:
+    """The same over HTTP/1.1 keep-alive, closing a connection idle for 0.3 s."""
+    yield from _receiver(keep_alive=True)
+
+
+def _receiver(*, keep_alive: bool) -> Iterator[WebhookReceiver]:
     receiver = WebhookReceiver(url="")
 
     class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1" if keep_alive else "HTTP/1.0"
+        timeout = 0.3 if keep_alive else None
+
+        def setup(self) -> None:
+            super().setup()
+            with receiver.lock:
+                receiver.connections += 1
+
+        def log_error(self, format: str, *args: Any) -> None:
+            # http.server closes a connection idle past `timeout` and says so here.
+            if format.startswith("Request timed out"):
+                with receiver.lock:
+                    receiver.idle_closed += 1
+
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
             with receiver.lock:

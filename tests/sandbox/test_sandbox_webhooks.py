@@ -65,6 +65,24 @@ def test_failed_deliveries_are_retried_with_backoff(start_sandbox, webhook_recei
     )
 
 
+def test_deliveries_share_a_kept_alive_connection_and_outlive_its_idle_close(
+    start_sandbox, keep_alive_receiver, wait
+):
+    receiver = keep_alive_receiver
+    sandbox = start_sandbox(
+        "--seed-demo", "--webhook-url", receiver.url, "--webhook-secret", SECRET
+    )
+    for n in (1, 2):
+        sandbox.ticket(f"hello {n}")
+        wait(lambda n=n: len(receiver.calls) == n, what=f"webhook {n}")
+    assert receiver.connections == 1  # the second went on the first's connection
+    wait(lambda: receiver.idle_closed >= 1, what="the receiver closing the idle connection")
+    sandbox.ticket("hello 3")  # its connection is gone: sent again at once on a new one
+    wait(lambda: len(receiver.calls) == 3, what="webhook 3")
+    assert receiver.attempts == 3  # no attempt failed, none was retried later
+    wait(lambda: sandbox.stats()["webhooks"] == {"delivered": 3}, what="three deliveries")
+
+
 def test_generator_spec_is_deterministic_and_varied():
     first = list(itertools.islice(ticket_specs(7), 40))
     assert first == list(itertools.islice(ticket_specs(7), 40))
