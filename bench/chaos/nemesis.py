@@ -4,8 +4,9 @@ One fault at a time, with a seeded pause between faults (load shape, not a
 wait on a condition). random.Random(seed) alone decides which fault, which
 target and how long; what the fault then hits (which session a worker owns
 at that moment) is up to the system. Kinds are dealt from a shuffled deck
-holding each kind `weight` times, so every kind comes up, in proportion,
-even in a short run; CHAOS_KINDS (comma-separated) restricts the deck.
+holding each kind `weight` times, one of each first, so every kind comes
+up, in proportion, even in a short run; CHAOS_KINDS (comma-separated)
+restricts the deck.
 
 Every fault that takes something away (a process, the broker, the database,
 a host's link) also opens a recovery probe: the sessions owned at that
@@ -137,9 +138,15 @@ class Nemesis:
         return all(self.counts[kind] >= per_kind for kind in self.kinds)
 
     def _deal(self) -> str:
+        """The next kind. A deck holds each kind `weight` times; its first
+        cards are one of each kind (shuffled), the rest follow (shuffled), so
+        a run of len(kinds) faults has met every kind once."""
         if not self.deck:
-            self.deck = [k for k, w in self.kinds.items() for _ in range(w)]
-            self.rng.shuffle(self.deck)
+            kinds = list(self.kinds)
+            extra = [k for k, w in self.kinds.items() for _ in range(w - 1)]
+            self.rng.shuffle(kinds)
+            self.rng.shuffle(extra)
+            self.deck = extra[::-1] + kinds[::-1]  # popped from the end
         return self.deck.pop()
 
     def _connection(self) -> psycopg.Connection:
