@@ -1,15 +1,20 @@
-"""The pool's health check (config/postgres/base.py): a connection given
-back a moment ago (by the engine, a request, anyone closing Django's
-connection) is handed out without the pool's ping; one that sat longer is
-pinged, so a dead one is replaced before anyone uses it."""
+"""The pool, as a busy process meets it (config/postgres/base.py): a
+connection given back a moment ago (by the engine, a request, anyone
+closing Django's connection) waits on the pool's shelf and is handed out
+again without the pool's ping or bookkeeping, to its own thread first,
+else to any thread; one that sat longer goes back to the pool, which pings
+it and replaces a dead one; the process never holds more connections than
+the pool's size; a forked child never touches its parent's."""
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 
 import psycopg
 import pytest
-from django.db import connection
+from django.db import connection, connections
 
 from config.postgres import base as backend
 
@@ -45,25 +50,165 @@ def _backend_pid() -> int:
         return cursor.fetchone()[0]
 
 
-def test_a_connection_that_sat_in_the_pool_is_pinged_and_a_dead_one_replaced(monkeypatch):
-    monkeypatch.setattr(backend, "FRESH_S", 0.0)  # everything counts as idle a while
+def _shelf() -> backend.Shelf:
+    return backend.shelf_of(connection.pool)
+
+
+def _in_other_thread(work):
+    """What `work` returned on a thread of its own (which gives its
+    connection back before it ends, as a request thread does)."""
+    out = []
+
+    def run():
+        try:
+            out.append(work())
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(30)
+    return out[0]
+
+
+def test_a_connection_given_back_is_handed_to_the_next_borrow_without_the_pool():
+    pid = _backend_pid()
+    ready = len(connection.pool._pool)
+    connection.close()  # a step waits on the network, or a request ends
+    assert [c.info.backend_pid for c, _ in _shelf().kept.values()] == [pid]
+    assert len(connection.pool._pool) == ready  # not back in the pool
+    requests_before = connection.pool.get_stats()["requests_num"]
+    assert _backend_pid() == pid  # the same connection, taken from the shelf
+    assert connection.pool.get_stats()["requests_num"] == requests_before  # no getconn
+    assert not _shelf().kept
+
+
+def test_another_thread_takes_a_shelved_connection_and_none_is_made_past_the_pool():
+    pid = _backend_pid()
+    connection.close()
+    # A thread with none of its own takes the shelved one: a slot whose
+    # connection waits on the shelf never makes another slot wait.
+    assert _in_other_thread(_backend_pid) == pid
+    pids = set()
+    barrier = threading.Barrier(4)
+
+    def hold():
+        pids.add(_backend_pid())
+        barrier.wait(10)  # all four hold one at once
+        return True
+
+    threads = [threading.Thread(target=_in_other_thread, args=(hold,)) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(pids) == 4
+    stats = connection.pool.get_stats()
+    assert stats["pool_size"] <= connection.pool.max_size
+
+
+def test_a_connection_that_sat_is_given_back_to_the_pool_pinged_and_a_dead_one_replaced(
+    monkeypatch,
+):
     first = _backend_pid()
-    connection.close()  # back to the pool, as a request or a step ends
+    connection.close()  # onto the shelf
     _kill(first)
+    # It sat a while: the borrow hands it to the pool, whose check pings it,
+    # finds it dead and gives another.
+    monkeypatch.setattr(backend, "FRESH_S", 0.0)
+    assert _backend_pid() != first
+    assert not _shelf().kept
+    connection.close()
+    _shelf().give_all_back()
     ready = connection.pool._pool  # psycopg_pool's deque: borrows take from the left
-    ready.rotate(1)  # the connection just given back (and killed) is the next one out
-    assert ready[0].info.backend_pid == first
+    for _ in range(len(ready)):
+        if ready[0].info.backend_pid == first:
+            break
+        ready.rotate(1)  # the dead one is the next one out
     assert _backend_pid() != first  # the ping found it dead; the pool gave another
     assert first not in [c.info.backend_pid for c in ready if not c.closed]  # and dropped it
 
 
 def test_a_connection_given_back_a_moment_ago_is_not_pinged():
     pid = _backend_pid()
-    connection.close()  # back to the pool, as a request or a step ends
-    raw = connection.pool._pool[-1]  # the connection just returned (psycopg_pool's deque)
-    assert raw.info.backend_pid == pid
+    connection.close()
+    ((raw, _),) = _shelf().kept.values()
     _kill(pid)
     backend.check_unless_fresh(raw)  # no round trip: it does not notice
     raw._agentdesk_given_back = time.monotonic() - backend.FRESH_S - 1
     with pytest.raises(psycopg.OperationalError):
         backend.check_unless_fresh(raw)  # idle a while: pinged, and found dead
+
+
+def test_a_connection_given_back_mid_transaction_goes_to_the_pool_which_rolls_it_back():
+    _backend_pid()
+    raw = connection.connection
+    raw.execute("BEGIN")  # left in a transaction (not through Django's atomic)
+    connection.close()
+    assert not _shelf().kept  # never shelved: the pool rolls it back
+    assert raw.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+
+def test_closing_the_pool_gives_the_shelved_connections_back_first():
+    _backend_pid()
+    connection.close()
+    pool = connection.pool
+    connection.close_pool()
+    assert not backend.shelf_of(pool).kept
+    assert pool.closed
+
+
+def test_a_forked_child_never_uses_or_closes_its_parents_shelved_connections():
+    pid = _backend_pid()
+    connection.close()
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # the child: the shelf is empty, the parent's connection untouched
+        try:
+            os.write(write, b"empty" if not _shelf().kept else b"kept")
+        finally:
+            os._exit(0)
+    os.close(write)
+    _, status = os.waitpid(child, 0)
+    assert os.read(read, 16) == b"empty" and status == 0
+    os.close(read)
+    assert _backend_pid() == pid  # still alive and shelved for us
+
+
+def test_a_borrower_waiting_on_a_full_pool_gets_the_next_connection_given_back_at_once():
+    """Every connection the pool may make is held; one more borrower waits.
+    The first holder to give back hands it over (not to the shelf, where the
+    waiter would not look before its timeout)."""
+    size = connection.pool.max_size
+    held, release = threading.Barrier(size + 1), threading.Event()
+
+    def hold():
+        _backend_pid()
+        held.wait(10)
+        release.wait(30)
+
+    holders = [threading.Thread(target=_in_other_thread, args=(hold,)) for _ in range(size)]
+    for t in holders:
+        t.start()
+    held.wait(10)  # all connections out
+    waited = []
+
+    def borrow_and_time():
+        started = time.monotonic()
+        _backend_pid()
+        waited.append(time.monotonic() - started)
+
+    waiter = threading.Thread(target=_in_other_thread, args=(borrow_and_time,))
+    waiter.start()
+    deadline = time.monotonic() + 10
+    while not connection.pool._waiting and time.monotonic() < deadline:
+        time.sleep(0.005)  # until it queues in the pool
+    assert connection.pool._waiting, "the extra borrower never waited"
+    given_back = time.monotonic()
+    release.set()
+    waiter.join(30)
+    for t in holders:
+        t.join(30)
+    assert waited and waited[0] > 0
+    assert time.monotonic() - given_back < 5  # not the pool's 30 s timeout
+    assert connection.pool.get_stats()["pool_size"] <= size

@@ -7,8 +7,12 @@ gives it back before every network wait (a model stream, a tool call), so a
 slot that waits holds no connection, and a process's connections are bounded
 by its pool, not by the sessions it has in flight.
 
-The pool pings a connection as it hands it out only when it sat idle for
-over a second (config/postgres/base.py): a step borrows twice, moments apart.
+A step borrows twice, moments apart, so the backend (config/postgres/
+base.py) keeps a connection given back on a shelf for the next borrow in
+the process (its own thread's first), unpinged and past psycopg_pool's
+bookkeeping; one that sat over a second goes back to the pool, which pings
+it. Shelved connections still count against the pool's size, and a slot
+that needs one takes any shelved one rather than wait.
 
 The record statements borrow through `borrow()`, Django's connect() less
 what cannot change between two borrows of a pooled connection: the
@@ -46,7 +50,10 @@ def borrow(db) -> None:
         db.ensure_connection()
         return
     with db.wrap_database_errors:
-        conn = db.pool.getconn()
+        # In pool mode the parameters are not read: the pool made its
+        # connections with them (the backend may hand out one given back a
+        # moment ago, config/postgres/base.py).
+        conn = db.get_new_connection({})
         if not conn.autocommit:  # left in a transaction's mode: the pool rolled it back
             conn.autocommit = True
     # What connect() sets on Django's side (django/db/backends/base/base.py).
