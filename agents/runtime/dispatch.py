@@ -31,6 +31,7 @@ from celery import current_app
 from django.conf import settings
 from django.db import transaction
 
+from agents.runtime import trigger_wire
 from agents.runtime.live import redis_client
 
 log = logging.getLogger(__name__)
@@ -52,28 +53,67 @@ def enqueue(session_id: int, countdown: float | None = None, *, urgent: bool = F
     """Trigger `advance` for a session. `urgent` jumps the routine backlog:
     for a session whose worker died mid-turn (its recovery bound must not
     depend on how much routine work is queued)."""
-    # Marked before the send: the task clears the mark when it starts, which
-    # may be before a mark set after the send would land.
+    # Marked before the send (in the same round trip when it can): the task
+    # clears the mark when it claims, which may be before a mark set after
+    # the send would land.
     due = time.time() + (countdown or 0)
-    try:
-        redis_client().set(mark_key(session_id), due, ex=MARK_KEEP_S + int(countdown or 0))
-    except redis.RedisError:
-        pass  # unmarked: the sweeper may send a duplicate, which is harmless
-    send(session_id, countdown, urgent=urgent)
+    _send(session_id, countdown, urgent, mark=(due, MARK_KEEP_S + int(countdown or 0)))
 
 
 def send(session_id: int, countdown: float | None = None, *, urgent: bool = False) -> None:
     """The trigger itself, without its mark (the sweeper marks its own).
     Sent by the task's name (agents/tasks.py), which the runtime does not
     import."""
-    options = {"priority": URGENT} if urgent else {}
+    _send(session_id, countdown, urgent, mark=None)
+
+
+def _send(
+    session_id: int, countdown: float | None, urgent: bool, mark: tuple[float, int] | None
+) -> None:
+    # Every trigger names its lane: send_task leaves a message at priority 0
+    # unless told, where routine work would share the urgent lane.
+    priority = URGENT if urgent else settings.CELERY_TASK_DEFAULT_PRIORITY
     try:
-        current_app.send_task(ADVANCE, (session_id,), countdown=countdown, retry=False, **options)
+        if trigger_wire.redis_broker():
+            _push(session_id, countdown, priority, mark)
+        else:
+            _set_mark(session_id, mark)
+            current_app.send_task(
+                ADVANCE, (session_id,), countdown=countdown, retry=False, priority=priority
+            )
     except Exception:  # kombu/redis errors: the sweeper is the backstop
         clear_mark(session_id)
         log.warning(
             "could not enqueue advance for session %s; the sweeper will", session_id, exc_info=True
         )
+
+
+def _push(
+    session_id: int, countdown: float | None, priority: int, mark: tuple[float, int] | None
+) -> None:
+    """The mark and the message (trigger_wire.py), in one round trip when
+    the marks live in the broker's Redis (the default: one REDIS_URL)."""
+    body = trigger_wire.message(ADVANCE, session_id, countdown=countdown, priority=priority)
+    lane = trigger_wire.lane(priority)
+    if mark is None or settings.CELERY_BROKER_URL != settings.REDIS_URL:
+        _set_mark(session_id, mark)
+        _broker_client().lpush(lane, body)
+        return
+    pipe = redis_client().pipeline(transaction=False)
+    pipe.set(mark_key(session_id), mark[0], ex=mark[1])
+    pipe.lpush(lane, body)
+    _, pushed = pipe.execute(raise_on_error=False)
+    if isinstance(pushed, Exception):  # (an unset mark only costs a duplicate)
+        raise pushed
+
+
+def _set_mark(session_id: int, mark: tuple[float, int] | None) -> None:
+    if mark is None:
+        return
+    try:
+        redis_client().set(mark_key(session_id), mark[0], ex=mark[1])
+    except redis.RedisError:
+        pass  # unmarked: the sweeper may send a duplicate, which is harmless
 
 
 def mark_key(session_id: int) -> str:
@@ -153,16 +193,13 @@ def _broker_backlog() -> bool:
     return any(pipe.execute())
 
 
-@cache
 def _queue_lanes() -> tuple[str, ...]:
     """The Redis lists kombu keeps the default queue in, one per priority
-    step (kombu.transport.redis.Channel._q_for_pri: `<queue>\\x06\\x16<step>`,
-    step 0 the plain name)."""
-    if not str(settings.CELERY_BROKER_URL).startswith(("redis://", "rediss://", "unix://")):
+    step (trigger_wire.lane); none when the broker is not Redis."""
+    if not trigger_wire.redis_broker():
         return ()
-    queue = current_app.conf.task_default_queue
     steps = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("priority_steps", [0])
-    return tuple(f"{queue}\x06\x16{step}" if step else queue for step in steps)
+    return tuple(trigger_wire.lane(step) for step in steps)
 
 
 @cache
