@@ -28,23 +28,25 @@ import random
 import shutil
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import psutil
 
 from agents.runtime.ownership import LIVE_PROCESSES_SQL
-from bench.chaos import stack
+from bench.chaos import netns, stack
 from bench.chaos.proxy import Proxy
 
 LIMIT_CENTS = 2000  # approval limit for the campaign: see _env
 APPROVAL_TTL_S = 15
 SETTLE_TIMEOUT_S = 240.0
 SETTLE_LIMIT_S = float(os.environ.get("CHAOS_SETTLE_LIMIT_S") or 60)  # invariant 8
-HOSTS = ("a", "b")  # worker "hosts", each behind its own links (proxies) to PG and Redis
+HOSTS = ("a", "b")  # worker "hosts", each with its own link to PG, Redis and the sandbox
 IDLE_NOTE_S = 10.0  # a runnable session idle this long is reported...
 # ...and idle this long with no trigger for it anywhere in the broker (queued
 # or held by a worker) is a violation (invariant 4): its work was dropped, and
@@ -95,6 +97,25 @@ def say(text: str) -> None:
     print(text, flush=True)
 
 
+def partition_topology(own_postgres: bool) -> tuple[netns.Topology | None, str]:
+    """Veth partitions between network namespaces where they can be made
+    (CHAOS_PARTITIONS=netns insists), else the loopback proxies
+    (CHAOS_PARTITIONS=proxy asks for them); the second value says why."""
+    wanted = os.environ.get("CHAOS_PARTITIONS", "").strip()
+    if wanted not in ("", "netns", "proxy"):
+        raise ValueError(f"CHAOS_PARTITIONS={wanted!r}: netns or proxy")
+    why = netns.unavailable()
+    if why is None and not own_postgres:
+        why = (
+            "the database is a shared server (CHAOS_OWN_POSTGRES=0 or no initdb), not ours to move"
+        )
+    if why is None:
+        return netns.Topology(HOSTS), ""
+    if wanted == "netns":
+        raise RuntimeError(f"CHAOS_PARTITIONS=netns, but {why}")
+    return None, f"loopback TCP proxies per host ({why})"
+
+
 def main() -> int:
     seed = int(os.environ.get("SEED") or random.SystemRandom().randrange(1, 1_000_000))
     sessions = int(os.environ.get("SESSIONS") or 100)
@@ -124,12 +145,13 @@ class Campaign:
         self.seed = seed
         self.count = sessions
         self.run_dir = run_dir
-        self.postgres: stack.PostgresServer | None = None
-        if os.environ.get("CHAOS_OWN_POSTGRES", "1") != "0" and stack.postgres_bindir():
-            self.postgres = stack.PostgresServer(run_dir)
-        self.database = stack.Database(dbname, self.postgres.url if self.postgres else None)
-        self.redis = stack.RedisServer(run_dir)
-        self.links: dict[str, list[Proxy]] = {}
+        self.dbname = dbname
+        self.own_postgres = (
+            os.environ.get("CHAOS_OWN_POSTGRES", "1") != "0" and stack.postgres_bindir() is not None
+        )
+        self.topology, self.partitions = partition_topology(self.own_postgres)
+        self._make_servers()
+        self.links: dict[str, list[Any]] = {}  # host -> its Proxy pair, or its one VethLink
         self.warmup_s = float(os.environ.get("CHAOS_WARMUP_S") or 10)
         self.samples: list[tuple[str, int, dict[str, float]]] = []  # (phase, conns, rss by slot)
         self.process_deaths: list[str] = []  # redis, postgres, the sandbox: died by themselves
@@ -146,16 +168,54 @@ class Campaign:
         self.idle_untriggered: dict[int, float] = {}  # ...of those, with no trigger queued
         self.phase_s: dict[str, float] = {}
 
+    def _make_servers(self) -> None:
+        """PostgreSQL and Redis: in the core namespace when there is one."""
+        topology = self.topology
+        core = topology.core_address() if topology else "127.0.0.1"
+        prefix = topology.exec_prefix("core") if topology else None
+        self.postgres: stack.PostgresServer | None = None
+        if self.own_postgres:
+            self.postgres = stack.PostgresServer(self.run_dir, host=core, prefix=prefix)
+        self.database = stack.Database(self.dbname, self.postgres.url if self.postgres else None)
+        self.redis = stack.RedisServer(self.run_dir, host=core, prefix=prefix)
+
     # --- setup ---------------------------------------------------------------------
+
+    def _network_up(self) -> None:
+        """The namespaces and their links (or the reason there are none)."""
+        if self.topology is not None:
+            swept = netns.sweep_stale()
+            if swept:
+                say(f"chaos: removed the namespaces of dead campaigns: {', '.join(swept)}")
+            try:
+                self.topology.up()
+            except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+                self.topology.down()
+                if os.environ.get("CHAOS_PARTITIONS", "").strip() == "netns":
+                    raise
+                shutil.rmtree(self.postgres.data if self.postgres else "", ignore_errors=True)
+                self.topology = None
+                self.partitions = f"loopback TCP proxies per host (namespaces failed: {exc})"
+                self._make_servers()
+            else:
+                self.partitions = _veth_mode(self.topology)
+        say(f"chaos: partitions: {self.partitions}")
 
     def setup(self) -> None:
         t0 = time.monotonic()
+        self._network_up()
         if self.postgres is not None:
             self.postgres.init()
             self.postgres.start()
         self.redis.start()
         self.database.recreate(self.run_dir)
-        self.sandbox, self.sandbox_url = stack.start_sandbox_proc(self.run_dir)
+        if self.topology is not None:
+            self.sandbox, port = stack.start_sandbox_in(
+                self.topology.exec_prefix("core"), self.run_dir
+            )
+            self.sandbox_url = f"http://{self.topology.core_address()}:{port}"
+        else:
+            self.sandbox, self.sandbox_url = stack.start_sandbox_proc(self.run_dir)
         common = _env(self.redis.url, self.sandbox_url)
         os.environ.update(common, DATABASE_URL=self.database.url(stack.CAMPAIGN_APP))
         import django
@@ -164,20 +224,13 @@ class Campaign:
         _log_to(self.run_dir / "campaign.log")  # after Django's LOGGING (console) is set
         users = _users()
         worker_env = {**os.environ, **common, "DATABASE_URL": self.database.url(stack.WORKER_APP)}
-        host_env = {}
-        for host in HOSTS:
-            # Each host's own links: the partition faults cut these, never beat's
-            # or the campaign's (which stand beside the database and broker).
-            pg = Proxy(self.database.address).start()
-            broker = Proxy(("127.0.0.1", self.redis.port)).start()
-            self.links[host] = [pg, broker]
-            host_env[host] = {
-                **worker_env,
-                "DATABASE_URL": self.database.url(stack.WORKER_APP, port=pg.port),
-                "REDIS_URL": f"redis://127.0.0.1:{broker.port}/0",
-            }
+        prefixes = {h: self.topology.exec_prefix(h) for h in HOSTS} if self.topology else {}
         self.workers = stack.Workers(
-            worker_env, self.run_dir, stack.worker_slots(solo=3, prefork=1, hosts=HOSTS), host_env
+            worker_env,
+            self.run_dir,
+            stack.worker_slots(solo=3, prefork=1, hosts=HOSTS),
+            {host: self._host_env(host, worker_env) for host in HOSTS},
+            prefixes,
         )
         self.workers.start_all()
         from bench.chaos.driver import Driver
@@ -194,11 +247,34 @@ class Campaign:
         self.driver = Driver(tickets, self.sandbox_url, users, max_open=max_open)
         self.phase_s["setup"] = time.monotonic() - t0
         pg = f"own PostgreSQL :{self.postgres.port}" if self.postgres else "shared PostgreSQL"
+        where = "in namespaces of their own" if self.topology else "behind proxies"
         say(
             f"chaos: stack up in {self.phase_s['setup']:.1f}s (4 workers: 3 solo, 1 prefork x2, "
-            f"on hosts {', '.join(HOSTS)} behind proxies; beat; {pg}; "
+            f"on hosts {', '.join(HOSTS)} {where}; beat; {pg}; "
             f"{max_open} sessions open at once, model first token {ttft_ms} ms)"
         )
+
+    def _host_env(self, host: str, worker_env: dict[str, str]) -> dict[str, str]:
+        """A host's workers reach PostgreSQL, Redis and the sandbox over
+        their own link only: the partition faults cut these, never beat's
+        or the campaign's (which stand beside the database and broker)."""
+        if self.topology is not None:
+            self.links[host] = [self.topology.link(host)]
+            core = self.topology.core_address(host)
+            sandbox = f"http://{core}:{urlsplit(self.sandbox_url).port}"
+            return {
+                **worker_env,
+                **_env(f"redis://{core}:{self.redis.port}/0", sandbox),
+                "DATABASE_URL": self.database.url(stack.WORKER_APP, host=core),
+            }
+        pg = Proxy(self.database.address).start()
+        broker = Proxy(("127.0.0.1", self.redis.port)).start()
+        self.links[host] = [pg, broker]
+        return {
+            **worker_env,
+            "DATABASE_URL": self.database.url(stack.WORKER_APP, port=pg.port),
+            "REDIS_URL": f"redis://127.0.0.1:{broker.port}/0",
+        }
 
     # --- the run under the nemesis -------------------------------------------------------
 
@@ -514,6 +590,7 @@ class Campaign:
                 f"{k} {v:.0f}" for k, v in sorted(rss_after.items())
             ),
             "campaign passes interrupted by database faults": str(self.driver_interruptions),
+            "partitions": self.partitions,
         }
 
     def teardown(self, keep: bool = False) -> None:
@@ -534,6 +611,20 @@ class Campaign:
             self.postgres.stop(keep=keep)
             if keep:
                 say(f"chaos: PostgreSQL data kept in {self.postgres.data}/db")
+        if self.topology is not None:
+            left = self.topology.down()
+            if left:  # everything above stops its processes: these escaped it
+                say(f"chaos: processes still in the namespaces at teardown, killed: {left}")
+
+
+def _veth_mode(topology: netns.Topology) -> str:
+    slow = {
+        "netem": "slow link: tc netem delay",
+        "tbf": "slow link: a tbf rate limit (this kernel has no sch_netem)",
+        "none": "no slow link (neither netem nor tbf in this kernel)",
+    }[topology.slow_kind]
+    names = ", ".join([topology.core, *topology.hosts.values()])
+    return f"veth pairs between network namespaces ({names}); {slow}"
 
 
 def _log_to(path: Path) -> None:
