@@ -47,6 +47,10 @@ APPROVAL_TTL_S = 15
 SETTLE_TIMEOUT_S = 240.0
 SETTLE_LIMIT_S = float(os.environ.get("CHAOS_SETTLE_LIMIT_S") or 60)  # invariant 8
 HOSTS = ("a", "b")  # worker "hosts", each with its own link to PG, Redis and the sandbox
+# A host's transactions stay open on the server while its link is down and
+# after: keepalive notices a silent client in ~5 s, and the client's TCP
+# retransmits up to one backoff (several seconds) after the link heals.
+LINK_GRACE_S = 10.0
 IDLE_NOTE_S = 10.0  # a runnable session idle this long is reported...
 # ...and idle this long with no trigger for it anywhere in the broker (queued
 # or held by a worker) is a violation (invariant 4): its work was dropped, and
@@ -152,6 +156,7 @@ class Campaign:
         self.topology, self.partitions = partition_topology(self.own_postgres)
         self._make_servers()
         self.links: dict[str, list[Any]] = {}  # host -> its Proxy pair, or its one VethLink
+        self.host_by_address: dict[str, str] = {}  # a host's address on its veth -> the host
         self.warmup_s = float(os.environ.get("CHAOS_WARMUP_S") or 10)
         self.samples: list[tuple[str, int, dict[str, float]]] = []  # (phase, conns, rss by slot)
         self.process_deaths: list[str] = []  # redis, postgres, the sandbox: died by themselves
@@ -163,7 +168,7 @@ class Campaign:
         self.driver = None
         self.started = time.monotonic()
         self.long_transactions: list[str] = []
-        self.slow_link_transactions: list[str] = []  # while a host's link was slowed
+        self.link_transactions: list[str] = []  # a faulted link kept them open (noted)
         self.idle_runnable: dict[int, float] = {}  # session -> longest idle seen (s)
         self.idle_untriggered: dict[int, float] = {}  # ...of those, with no trigger queued
         self.phase_s: dict[str, float] = {}
@@ -260,6 +265,7 @@ class Campaign:
         or the campaign's (which stand beside the database and broker)."""
         if self.topology is not None:
             self.links[host] = [self.topology.link(host)]
+            self.host_by_address[self.topology.host_links[host].far_ip] = host
             core = self.topology.core_address(host)
             sandbox = f"http://{core}:{urlsplit(self.sandbox_url).port}"
             return {
@@ -397,20 +403,34 @@ class Campaign:
         with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT pid, application_name, extract(epoch FROM now() - xact_start), "
-                "left(query, 160) FROM pg_stat_activity WHERE datname = current_database() "
+                "left(query, 160), host(client_addr) FROM pg_stat_activity "
+                "WHERE datname = current_database() "
                 "AND state LIKE 'idle in transaction%%' AND pid <> pg_backend_pid() "
                 "AND xact_start < now() - interval '5 seconds'"
             )
             rows = cursor.fetchall()
         at = f"t=+{time.monotonic() - self.started:.1f}s"
-        # A slowed link (partition_delay: up to 1.5 s a chunk each way) makes
-        # a short transaction of a few round trips last seconds on the
-        # server: that is the network's time, not a transaction held across
-        # our I/O, so it is noted, not counted, while a link is slow.
-        slow = time.time() < self.nemesis.slow_link_until
-        for pid, app, age, query in rows:
+        for pid, app, age, query, client in rows:
             line = f"{at} backend {pid} ({app}) idle in a {age:.1f}s transaction: {query}"
-            (self.slow_link_transactions if slow else self.long_transactions).append(line)
+            network = self._on_a_faulted_link(client)
+            (self.link_transactions if network else self.long_transactions).append(line)
+
+    def _on_a_faulted_link(self, client: str | None) -> bool:
+        """Whether the network, not our code, may be what keeps a transaction
+        open. A slowed link (partition_delay) makes a short transaction of a
+        few round trips last seconds on the server. Across a veth that was
+        cut or black-holed, the server hears nothing of a client's next
+        statement (nor of its end) until the link heals and the client's
+        TCP retransmits, or until keepalive gives up on it (about 5 s):
+        transactions of that host are noted, not counted, while its link is
+        faulted and LINK_GRACE_S after. (Behind proxies every client is
+        127.0.0.1: the cut and the black hole reset the server's side
+        within 2 s there, and only the slow link needs the allowance.)"""
+        if time.time() < self.nemesis.slow_link_until:
+            return True
+        host = self.host_by_address.get(client or "")
+        faulted_until = self.nemesis.link_faulted_until.get(host, 0.0)
+        return host is not None and time.time() < faulted_until + LINK_GRACE_S
 
     def _sample_idle_runnable(self) -> None:
         """Runnable sessions nobody works on (no owner whose process holds its
@@ -545,7 +565,7 @@ class Campaign:
             phases=self.phase_s,
             notes=self.nemesis.errors
             + self.workers.restart_failures
-            + [f"on a slow link: {line[:200]}" for line in self.slow_link_transactions],
+            + [f"on a faulted link: {line[:200]}" for line in self.link_transactions],
             idle_runnable=self.idle_runnable,
             idle_untriggered=self.idle_untriggered,
             by_kind=by_kind,

@@ -112,6 +112,8 @@ class Nemesis:
     stopped_at: float | None = None  # epoch seconds: the last fault ended
     broker_back_at: float = 0.0  # epoch seconds: Redis last came back (or was flushed)
     slow_link_until: float = 0.0  # epoch seconds: a link is slowed until (and 5 s after) this
+    # host -> epoch seconds its link was healed (inf while it is faulted)
+    link_faulted_until: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -371,6 +373,7 @@ class Nemesis:
         if mode == "delay":
             self.slow_link_until = float("inf")
         how = ""
+        self.link_faulted_until[host] = float("inf")
         try:
             for link in self.links[host]:
                 if mode == "cut":
@@ -383,6 +386,7 @@ class Nemesis:
         finally:  # a fault that failed half-applied must not leave a host cut off
             for link in self.links[host]:
                 link.heal()
+            self.link_faulted_until[host] = time.time()
         if mode == "delay":
             self.slow_link_until = time.time() + 5.0
         self.probes.append(Probe(kind, f"host-{host}", time.time(), sessions))

@@ -47,6 +47,7 @@ import signal
 import socket
 import subprocess
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -329,14 +330,41 @@ class VethLink:
         return f"{self.slow_kind} {' '.join(args[:2])}"
 
     def heal(self) -> None:
-        for ns, dev in ((self.link.near_ns, self.link.near), (self.link.far_ns, self.link.far)):
+        ends = ((self.link.near_ns, self.link.near), (self.link.far_ns, self.link.far))
+        for ns, dev in ends:
             run("ip", "-n", ns, "link", "set", dev, "up")
-            run("tc", "-n", ns, "qdisc", "del", "dev", dev, "root", check=False)
+        for ns, dev in ends:
+            _unslow(ns, dev)
         # A link set down loses its neighbour entries, permanent ones too.
         pin_neighbours(self.link)
 
     def stop(self) -> None:
         """Nothing of its own to stop: Topology.down() removes the link."""
+
+
+def _unslow(ns: str, dev: str) -> None:
+    """Remove a slowing qdisc, after letting what it holds through: deleting
+    it with packets queued drops them, and their flows would then wait out a
+    TCP retransmission timeout (seconds) that a healed link does not cause."""
+    shown = json.loads(run("tc", "-n", ns, "-j", "-s", "qdisc", "show", "dev", dev).stdout)
+    kind = shown[0].get("kind") if shown else None
+    if kind not in ("netem", "tbf"):
+        return
+    fast = (
+        ["delay", "0ms"]
+        if kind == "netem"
+        else ["rate", "10gbit", "burst", "64kb", "latency", "5s"]
+    )
+    run("tc", "-n", ns, "qdisc", "change", "dev", dev, "root", kind, *fast, check=False)
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline and _backlog(ns, dev):
+        time.sleep(0.01)
+    run("tc", "-n", ns, "qdisc", "del", "dev", dev, "root", check=False)
+
+
+def _backlog(ns: str, dev: str) -> int:
+    shown = json.loads(run("tc", "-n", ns, "-j", "-s", "qdisc", "show", "dev", dev).stdout)
+    return sum(q.get("qlen", 0) for q in shown)
 
 
 def _tbf(seconds: float) -> list[str]:
