@@ -5,8 +5,9 @@
 Defaults: a random seed (printed, so the run can be replayed) and 100
 sessions. CHAOS_DATABASE names the database (default agentdesk_chaos; it is
 dropped and created again at the start, so two campaigns at once need two
-names; CHAOS_KEEP_LOGS=1 keeps the logs of a clean run too). The last line of the output is the machine-readable summary; the
-exit status is 0 only when no invariant was violated.
+names; CHAOS_KEEP_LOGS=1 keeps the logs of a clean run too). The last line
+of the output is the machine-readable summary; the exit status is 0 only
+when no invariant was violated.
 
 Other knobs: CHAOS_KINDS (the fault kinds to deal, comma-separated; all by
 default), CHAOS_OWN_POSTGRES=0 (use DATABASE_URL's server: no crash of the
@@ -17,6 +18,17 @@ its first token: a real model's pace; 0), CHAOS_REDIS_OUTAGE_S and CHAOS_PARTITI
 ('low,high' seconds: narrower outages for a short run), CHAOS_FAULTS_PER_KIND
 (the faults go on after the last ticket until every kind came up this many
 times; 0) within CHAOS_RUN_LIMIT_S (1800).
+
+Partitions: as root with iproute2 (and the campaign's own PostgreSQL),
+PostgreSQL, Redis and the sandbox run in a "core" network namespace, each
+worker host in one of its own linked to the core by a veth pair, and the
+campaign and beat in the root namespace over a veth of their own
+(netns.py): a partition cuts (the host's end down), black-holes (the
+core's end down) or slows (tc netem, else tbf) one host's veth, then heals
+it. Elsewhere, or with CHAOS_PARTITIONS=proxy, each host reaches PostgreSQL
+and Redis through loopback proxies of its own (proxy.py);
+CHAOS_PARTITIONS=netns fails rather than fall back. The output says which
+ran ("partitions: ...").
 """
 
 from __future__ import annotations
@@ -611,6 +623,20 @@ class Campaign:
             ),
             "campaign passes interrupted by database faults": str(self.driver_interruptions),
             "partitions": self.partitions,
+            **self._takeover_figures(world),
+        }
+
+    def _takeover_figures(self, world) -> dict[str, str]:
+        from bench.chaos import report
+
+        slot_hosts = {slot.name: slot.host for slot in self.workers.slots}
+        takeovers = report.partition_takeovers(self.nemesis.probes, world, self.run_dir, slot_hosts)
+        return {
+            f"{kind} takeovers": (
+                f"owned by the faulted host {t.owned}: moved to another process during the "
+                f"fault {t.moved}, fenced on the faulted host after it {t.fenced}"
+            )
+            for kind, t in sorted(takeovers.items())
         }
 
     def teardown(self, keep: bool = False) -> None:

@@ -83,6 +83,8 @@ class Probe:
     target: str
     at: float
     sessions: list[int]
+    began: float = 0.0  # a partition: when its link went (epoch seconds)
+    pids: list[int] = field(default_factory=list)  # a partition: the host's worker pids
 
 
 def kinds_wanted() -> dict[str, int]:
@@ -373,6 +375,7 @@ class Nemesis:
         if mode == "delay":
             self.slow_link_until = float("inf")
         how = ""
+        began = time.time()
         self.link_faulted_until[host] = float("inf")
         try:
             for link in self.links[host]:
@@ -389,7 +392,7 @@ class Nemesis:
             self.link_faulted_until[host] = time.time()
         if mode == "delay":
             self.slow_link_until = time.time() + 5.0
-        self.probes.append(Probe(kind, f"host-{host}", time.time(), sessions))
+        self.probes.append(Probe(kind, f"host-{host}", time.time(), sessions, began, pids))
         shown = f" {delay_ms}ms" + (f" ({how})" if how else "") if mode == "delay" else ""
         return f"host {host} {mode}{shown} for {hold_s:.1f}s owned={sessions}"
 
