@@ -22,7 +22,7 @@ from tests.processes import wait_for
 
 pytestmark = pytest.mark.skipif(
     netns.unavailable() is not None,
-    reason=f"network namespaces cannot be made here: {netns.unavailable()}",
+    reason=f"no veth partitions here: {netns.unavailable()}",
 )
 
 
