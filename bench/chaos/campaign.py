@@ -210,7 +210,8 @@ class Campaign:
                 self.topology.down()
                 if os.environ.get("CHAOS_PARTITIONS", "").strip() == "netns":
                     raise
-                shutil.rmtree(self.postgres.data if self.postgres else "", ignore_errors=True)
+                if self.postgres is not None:  # made for the core: made again for loopback
+                    shutil.rmtree(self.postgres.data, ignore_errors=True)
                 self.topology = None
                 self.partitions = f"loopback TCP proxies per host (namespaces failed: {exc})"
                 self._make_servers()

@@ -27,7 +27,8 @@ A host's link (nemesis.py, through `VethLink`):
 - **slow**: `tc netem delay` on both ends when the kernel has sch_netem,
   else a `tbf` rate limit on both ends (one full-size packet per delay),
   probed once at setup (`Topology.slow_kind`).
-- **heal**: both ends up, the qdiscs gone, the neighbour entries back.
+- **heal**: both ends up, a slowing qdisc drained and removed, the
+  neighbour entries back.
 
 Namespaces need root and iproute2 (`unavailable()` says why not); the
 campaign then falls back to the loopback proxies (proxy.py). A campaign
@@ -369,8 +370,9 @@ def _backlog(ns: str, dev: str) -> int:
 
 def _tbf(seconds: float) -> list[str]:
     """A rate at which one full-size packet takes `seconds` on the wire
-    (0.1-1.5 s: 120-8 kbit/s); a small burst (one packet), and a queue
-    that holds 5 s before it drops (a slow link, not a lossy one)."""
+    (0.1-1.5 s: 120-8 kbit/s), a burst of one packet, and a queue that
+    holds up to 5 s of traffic before it drops (a slow link; a congested
+    one loses packets too, as a real one does)."""
     kbit = max(8, int(MTU_BITS / seconds / 1000))
     return ["rate", f"{kbit}kbit", "burst", "1600", "latency", "5s"]
 
@@ -423,7 +425,10 @@ def _ipv6_off(ns: str) -> None:
 
 def _in_namespace(ns: str, make):
     """Run `make` on a thread of its own that joined namespace `ns`: a
-    socket it makes lives there, whichever thread then uses it."""
+    socket it makes lives there, whichever thread then uses it. Only for a
+    socket used as it is: a client library that reconnects would open its
+    new socket from the calling thread, in the root namespace, whose
+    default route leads off the machine."""
     libc = ctypes.CDLL(None, use_errno=True)
     result: dict = {}
 
