@@ -22,8 +22,8 @@ times; 0) within CHAOS_RUN_LIMIT_S (1800).
 Partitions: as root with iproute2 (and the campaign's own PostgreSQL),
 PostgreSQL, Redis and the sandbox run in a "core" network namespace, each
 worker host in one of its own linked to the core by a veth pair, and the
-campaign and beat in the root namespace over a veth of their own
-(netns.py): a partition cuts (the host's end down), black-holes (the
+campaign in the root namespace over a veth of its own; beat runs in the
+core (netns.py): a partition cuts (the host's end down), black-holes (the
 core's end down) or slows (tc netem, else tbf) one host's veth, then heals
 it. Elsewhere, or with CHAOS_PARTITIONS=proxy, each host reaches PostgreSQL
 and Redis through loopback proxies of its own (proxy.py);
@@ -249,6 +249,9 @@ class Campaign:
             stack.worker_slots(solo=3, prefork=1, hosts=HOSTS),
             {host: self._host_env(host, worker_env) for host in HOSTS},
             prefixes,
+            # Beat beside the database, where no partition reaches it; in the
+            # core, a crashed campaign's sweep (netns.sweep_stale) ends it too.
+            self.topology.exec_prefix("core") if self.topology else None,
         )
         self.workers.start_all()
         from bench.chaos.driver import Driver

@@ -2,7 +2,7 @@
 
 Per campaign run (names carry the campaign's pid, so two runs never meet):
 
-    root (the campaign, beat) --veth-- core (PostgreSQL, Redis, the sandbox)
+    root (the campaign) --veth-- core (PostgreSQL, Redis, the sandbox, beat)
                                        core --veth-- a (workers of host a)
                                        core --veth-- b (workers of host b)
 

@@ -376,10 +376,12 @@ class Workers:
         slots: list[WorkerSlot],
         host_env: dict[str, dict[str, str]] | None = None,
         host_prefix: dict[str, list[str]] | None = None,
+        beat_prefix: list[str] | None = None,
     ) -> None:
         self.env = env  # beat's, and any host without its own
         self.host_env = host_env or {}
         self.host_prefix = host_prefix or {}  # host -> `ip netns exec` into it
+        self.beat_prefix = beat_prefix or []  # beat beside the database (the core)
         self.log_dir = log_dir
         self.slots = slots
         self.beat: Proc | None = None
@@ -396,7 +398,7 @@ class Workers:
             t.start()
         for t in threads:
             t.join()
-        self.beat = start_beat(self.env, self.log_dir)
+        self.beat = start_beat_in(self.beat_prefix, self.env, self.log_dir)
         self.thread = threading.Thread(target=self._supervise, name="supervisor", daemon=True)
         self.thread.start()
 
@@ -432,7 +434,7 @@ class Workers:
             if self.beat is not None and self.beat.popen.poll() is not None:
                 self._exited_by_itself("beat", self.beat)
                 self.beat.log_file.close()
-                self.beat = start_beat(self.env, self.log_dir)
+                self.beat = start_beat_in(self.beat_prefix, self.env, self.log_dir)
 
     def _exited_by_itself(self, name: str, proc: Proc | None) -> None:
         if proc is None:
@@ -491,6 +493,17 @@ def start_sandbox_in(prefix: list[str], run_dir: Path) -> tuple[Proc, int]:
     proc = Proc("sandbox", args, dict(os.environ), run_dir / "sandbox.log")
     match = proc.wait_for_log(r"sandbox: listening on http://\S+:(\d+)", timeout=STARTUP_S)
     return proc, int(match.group(1))
+
+
+def start_beat_in(prefix: list[str], env: dict[str, str], log_dir: Path) -> Proc:
+    """tests.processes.start_beat, in a namespace when `prefix` says which."""
+    if not prefix:
+        return start_beat(env, log_dir)
+    args = [*prefix, sys.executable, "-m", "celery", "-A", "config", "beat", "--loglevel=INFO"]
+    args += ["--schedule", str(log_dir / f"beat-{time.monotonic_ns()}")]
+    proc = Proc("beat", args, env, log_dir / f"beat-{time.monotonic_ns()}.log")
+    proc.wait_for_log(r"beat: Starting", timeout=STARTUP_S)
+    return proc
 
 
 def start_worker_in(
