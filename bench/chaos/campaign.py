@@ -5,8 +5,9 @@
 Defaults: a random seed (printed, so the run can be replayed) and 100
 sessions. CHAOS_DATABASE names the database (default agentdesk_chaos; it is
 dropped and created again at the start, so two campaigns at once need two
-names; CHAOS_KEEP_LOGS=1 keeps the logs of a clean run too). The last line of the output is the machine-readable summary; the
-exit status is 0 only when no invariant was violated.
+names; CHAOS_KEEP_LOGS=1 keeps the logs of a clean run too). The last line
+of the output is the machine-readable summary; the exit status is 0 only
+when no invariant was violated.
 
 Other knobs: CHAOS_KINDS (the fault kinds to deal, comma-separated; all by
 default), CHAOS_OWN_POSTGRES=0 (use DATABASE_URL's server: no crash of the
@@ -17,48 +18,44 @@ its first token: a real model's pace; 0), CHAOS_REDIS_OUTAGE_S and CHAOS_PARTITI
 ('low,high' seconds: narrower outages for a short run), CHAOS_FAULTS_PER_KIND
 (the faults go on after the last ticket until every kind came up this many
 times; 0) within CHAOS_RUN_LIMIT_S (1800).
+
+Partitions: as root with iproute2 (and the campaign's own PostgreSQL),
+PostgreSQL, Redis and the sandbox run in a "core" network namespace, each
+worker host in one of its own linked to the core by a veth pair, and the
+campaign in the root namespace over a veth of its own; beat runs in the
+core (netns.py): a partition cuts (the host's end down), black-holes (the
+core's end down) or slows (tc netem, else tbf) one host's veth, then heals
+it. Elsewhere, or with CHAOS_PARTITIONS=proxy, each host reaches PostgreSQL
+and Redis through loopback proxies of its own (proxy.py);
+CHAOS_PARTITIONS=netns fails rather than fall back. The output says which
+ran ("partitions: ...").
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import random
 import shutil
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-import psutil
-
-from agents.runtime.ownership import LIVE_PROCESSES_SQL
-from bench.chaos import stack
+from bench.chaos import netns, stack
 from bench.chaos.proxy import Proxy
+from bench.chaos.sampling import IDLE_FAIL_S, Sampling
 
 LIMIT_CENTS = 2000  # approval limit for the campaign: see _env
 APPROVAL_TTL_S = 15
 SETTLE_TIMEOUT_S = 240.0
 SETTLE_LIMIT_S = float(os.environ.get("CHAOS_SETTLE_LIMIT_S") or 60)  # invariant 8
-HOSTS = ("a", "b")  # worker "hosts", each behind its own links (proxies) to PG and Redis
-IDLE_NOTE_S = 10.0  # a runnable session idle this long is reported...
-# ...and idle this long with no trigger for it anywhere in the broker (queued
-# or held by a worker) is a violation (invariant 4): its work was dropped, and
-# the sweeper (interval 1 s, grace 1.5 s here) should have re-sent it long
-# before. A session whose trigger waits in the routine queue is not stalled,
-# it is waiting for a free worker; the report counts those separately.
-IDLE_FAIL_S = float(os.environ.get("CHAOS_IDLE_FAIL_S") or 20)
-IDLE_RUNNABLE_SQL = f"""
-    SELECT s.id, extract(epoch FROM now() - r.updated_at) FROM agents_session s
-    JOIN agents_sessionruntime r ON r.session_id = s.id
-    WHERE s.status = 'running' AND (r.wake_at IS NULL OR r.wake_at <= now())
-      AND r.updated_at < now() - make_interval(secs => %s)
-      AND (r.owner = '' OR r.owner_process NOT IN ({LIVE_PROCESSES_SQL}))
-"""  # noqa: S608 (constants, no input)
+HOSTS = ("a", "b")  # worker "hosts", each with its own link to PG, Redis and the sandbox
 
 
 def _env(redis_url: str, sandbox_url: str) -> dict[str, str]:
@@ -95,6 +92,25 @@ def say(text: str) -> None:
     print(text, flush=True)
 
 
+def partition_topology(own_postgres: bool) -> tuple[netns.Topology | None, str]:
+    """Veth partitions between network namespaces where they can be made
+    (CHAOS_PARTITIONS=netns insists), else the loopback proxies
+    (CHAOS_PARTITIONS=proxy asks for them); the second value says why."""
+    wanted = os.environ.get("CHAOS_PARTITIONS", "").strip()
+    if wanted not in ("", "netns", "proxy"):
+        raise ValueError(f"CHAOS_PARTITIONS={wanted!r}: netns or proxy")
+    why = netns.unavailable()
+    if why is None and not own_postgres:
+        why = (
+            "the database is a shared server (CHAOS_OWN_POSTGRES=0 or no initdb), not ours to move"
+        )
+    if why is None:
+        return netns.Topology(HOSTS), ""
+    if wanted == "netns":
+        raise RuntimeError(f"CHAOS_PARTITIONS=netns, but {why}")
+    return None, f"loopback TCP proxies per host ({why})"
+
+
 def main() -> int:
     seed = int(os.environ.get("SEED") or random.SystemRandom().randrange(1, 1_000_000))
     sessions = int(os.environ.get("SESSIONS") or 100)
@@ -119,17 +135,19 @@ def main() -> int:
     return 0 if violations == 0 else 1
 
 
-class Campaign:
+class Campaign(Sampling):
     def __init__(self, seed: int, sessions: int, dbname: str, run_dir: Path) -> None:
         self.seed = seed
         self.count = sessions
         self.run_dir = run_dir
-        self.postgres: stack.PostgresServer | None = None
-        if os.environ.get("CHAOS_OWN_POSTGRES", "1") != "0" and stack.postgres_bindir():
-            self.postgres = stack.PostgresServer(run_dir)
-        self.database = stack.Database(dbname, self.postgres.url if self.postgres else None)
-        self.redis = stack.RedisServer(run_dir)
-        self.links: dict[str, list[Proxy]] = {}
+        self.dbname = dbname
+        self.own_postgres = (
+            os.environ.get("CHAOS_OWN_POSTGRES", "1") != "0" and stack.postgres_bindir() is not None
+        )
+        self.topology, self.partitions = partition_topology(self.own_postgres)
+        self._make_servers()
+        self.links: dict[str, list[Any]] = {}  # host -> its Proxy pair, or its one VethLink
+        self.host_by_address: dict[str, str] = {}  # a host's address on its veth -> the host
         self.warmup_s = float(os.environ.get("CHAOS_WARMUP_S") or 10)
         self.samples: list[tuple[str, int, dict[str, float]]] = []  # (phase, conns, rss by slot)
         self.process_deaths: list[str] = []  # redis, postgres, the sandbox: died by themselves
@@ -141,21 +159,60 @@ class Campaign:
         self.driver = None
         self.started = time.monotonic()
         self.long_transactions: list[str] = []
-        self.slow_link_transactions: list[str] = []  # while a host's link was slowed
+        self.link_transactions: list[str] = []  # a faulted link kept them open (noted)
         self.idle_runnable: dict[int, float] = {}  # session -> longest idle seen (s)
         self.idle_untriggered: dict[int, float] = {}  # ...of those, with no trigger queued
         self.phase_s: dict[str, float] = {}
 
+    def _make_servers(self) -> None:
+        """PostgreSQL and Redis: in the core namespace when there is one."""
+        topology = self.topology
+        core = topology.core_address() if topology else "127.0.0.1"
+        prefix = topology.exec_prefix("core") if topology else None
+        self.postgres: stack.PostgresServer | None = None
+        if self.own_postgres:
+            self.postgres = stack.PostgresServer(self.run_dir, host=core, prefix=prefix)
+        self.database = stack.Database(self.dbname, self.postgres.url if self.postgres else None)
+        self.redis = stack.RedisServer(self.run_dir, host=core, prefix=prefix)
+
     # --- setup ---------------------------------------------------------------------
+
+    def _network_up(self) -> None:
+        """The namespaces and their links (or the reason there are none)."""
+        if self.topology is not None:
+            swept = netns.sweep_stale()
+            if swept:
+                say(f"chaos: removed the namespaces of dead campaigns: {', '.join(swept)}")
+            try:
+                self.topology.up()
+            except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+                self.topology.down()
+                if os.environ.get("CHAOS_PARTITIONS", "").strip() == "netns":
+                    raise
+                if self.postgres is not None:  # made for the core: made again for loopback
+                    shutil.rmtree(self.postgres.data, ignore_errors=True)
+                self.topology = None
+                self.partitions = f"loopback TCP proxies per host (namespaces failed: {exc})"
+                self._make_servers()
+            else:
+                self.partitions = _veth_mode(self.topology)
+        say(f"chaos: partitions: {self.partitions}")
 
     def setup(self) -> None:
         t0 = time.monotonic()
+        self._network_up()
         if self.postgres is not None:
             self.postgres.init()
             self.postgres.start()
         self.redis.start()
         self.database.recreate(self.run_dir)
-        self.sandbox, self.sandbox_url = stack.start_sandbox_proc(self.run_dir)
+        if self.topology is not None:
+            self.sandbox, port = stack.start_sandbox_in(
+                self.topology.exec_prefix("core"), self.run_dir
+            )
+            self.sandbox_url = f"http://{self.topology.core_address()}:{port}"
+        else:
+            self.sandbox, self.sandbox_url = stack.start_sandbox_proc(self.run_dir)
         common = _env(self.redis.url, self.sandbox_url)
         os.environ.update(common, DATABASE_URL=self.database.url(stack.CAMPAIGN_APP))
         import django
@@ -164,20 +221,16 @@ class Campaign:
         _log_to(self.run_dir / "campaign.log")  # after Django's LOGGING (console) is set
         users = _users()
         worker_env = {**os.environ, **common, "DATABASE_URL": self.database.url(stack.WORKER_APP)}
-        host_env = {}
-        for host in HOSTS:
-            # Each host's own links: the partition faults cut these, never beat's
-            # or the campaign's (which stand beside the database and broker).
-            pg = Proxy(self.database.address).start()
-            broker = Proxy(("127.0.0.1", self.redis.port)).start()
-            self.links[host] = [pg, broker]
-            host_env[host] = {
-                **worker_env,
-                "DATABASE_URL": self.database.url(stack.WORKER_APP, port=pg.port),
-                "REDIS_URL": f"redis://127.0.0.1:{broker.port}/0",
-            }
+        prefixes = {h: self.topology.exec_prefix(h) for h in HOSTS} if self.topology else {}
         self.workers = stack.Workers(
-            worker_env, self.run_dir, stack.worker_slots(solo=3, prefork=1, hosts=HOSTS), host_env
+            worker_env,
+            self.run_dir,
+            stack.worker_slots(solo=3, prefork=1, hosts=HOSTS),
+            {host: self._host_env(host, worker_env) for host in HOSTS},
+            prefixes,
+            # Beat beside the database, where no partition reaches it; in the
+            # core, a crashed campaign's sweep (netns.sweep_stale) ends it too.
+            self.topology.exec_prefix("core") if self.topology else None,
         )
         self.workers.start_all()
         from bench.chaos.driver import Driver
@@ -194,11 +247,35 @@ class Campaign:
         self.driver = Driver(tickets, self.sandbox_url, users, max_open=max_open)
         self.phase_s["setup"] = time.monotonic() - t0
         pg = f"own PostgreSQL :{self.postgres.port}" if self.postgres else "shared PostgreSQL"
+        where = "in namespaces of their own" if self.topology else "behind proxies"
         say(
             f"chaos: stack up in {self.phase_s['setup']:.1f}s (4 workers: 3 solo, 1 prefork x2, "
-            f"on hosts {', '.join(HOSTS)} behind proxies; beat; {pg}; "
+            f"on hosts {', '.join(HOSTS)} {where}; beat; {pg}; "
             f"{max_open} sessions open at once, model first token {ttft_ms} ms)"
         )
+
+    def _host_env(self, host: str, worker_env: dict[str, str]) -> dict[str, str]:
+        """A host's workers reach PostgreSQL, Redis and the sandbox over
+        their own link only: the partition faults cut these, never beat's
+        or the campaign's (which stand beside the database and broker)."""
+        if self.topology is not None:
+            self.links[host] = [self.topology.link(host)]
+            self.host_by_address[self.topology.host_links[host].far_ip] = host
+            core = self.topology.core_address(host)
+            sandbox = f"http://{core}:{urlsplit(self.sandbox_url).port}"
+            return {
+                **worker_env,
+                **_env(f"redis://{core}:{self.redis.port}/0", sandbox),
+                "DATABASE_URL": self.database.url(stack.WORKER_APP, host=core),
+            }
+        pg = Proxy(self.database.address).start()
+        broker = Proxy(("127.0.0.1", self.redis.port)).start()
+        self.links[host] = [pg, broker]
+        return {
+            **worker_env,
+            "DATABASE_URL": self.database.url(stack.WORKER_APP, port=pg.port),
+            "REDIS_URL": f"redis://127.0.0.1:{broker.port}/0",
+        }
 
     # --- the run under the nemesis -------------------------------------------------------
 
@@ -255,51 +332,6 @@ class Campaign:
             connections.close_all()
             time.sleep(0.2)
 
-    def _sample_all(self, phase: str) -> None:
-        self._watch_processes()
-        self._sample_steady(phase)
-        if phase != "after":
-            self._sample_transactions()
-            self._sample_idle_runnable()
-
-    def _watch_processes(self) -> None:
-        """Redis, PostgreSQL and the sandbox exit only when the nemesis stops
-        them; any other exit is a finding (invariant 9)."""
-        at = f"t=+{time.monotonic() - self.started:.1f}s"
-        if self.redis.exited_by_itself():
-            self.process_deaths.append(f"redis exited by itself at {at}")
-            self.redis.stop()
-            self.redis.start()
-        if self.postgres is not None and self.postgres.exited_by_itself():
-            self.process_deaths.append(f"postgres exited by itself at {at}")
-            self.postgres.start()
-        if self.sandbox is not None and self.sandbox.popen.poll() is not None:
-            self.process_deaths.append(f"the sandbox exited by itself at {at}")
-
-    def _sample_steady(self, phase: str) -> None:
-        """Worker connections on the database, and each worker's memory
-        (the process and its pool children): invariant 10."""
-        from django.db import connection
-
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND application_name = %s",
-                [stack.WORKER_APP],
-            )
-            conns = cursor.fetchone()[0]
-        rss = {}
-        for slot in self.workers.slots:
-            total = 0
-            for pid in slot.group_pids():
-                try:
-                    total += psutil.Process(pid).memory_info().rss
-                except psutil.Error:
-                    continue
-            if total:
-                rss[slot.name] = total / 2**20
-        self.samples.append((phase, conns, rss))
-
     def _show_faults(self, shown: int) -> int:
         lines = self.nemesis.lines
         for line in lines[shown:]:
@@ -312,75 +344,6 @@ class Campaign:
             f"chaos: t=+{time.monotonic() - self.started:.0f}s delivered={done}/{self.count} "
             f"running={self.driver.open_sessions()} faults={sum(self.nemesis.counts.values())}"
         )
-
-    def _sample_transactions(self) -> None:
-        """An open transaction older than a few seconds is a transaction held
-        across I/O (invariant 5): sample for one while the faults run."""
-        from django.db import connection
-
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT pid, application_name, extract(epoch FROM now() - xact_start), "
-                "left(query, 160) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND state LIKE 'idle in transaction%%' AND pid <> pg_backend_pid() "
-                "AND xact_start < now() - interval '5 seconds'"
-            )
-            rows = cursor.fetchall()
-        at = f"t=+{time.monotonic() - self.started:.1f}s"
-        # A slowed link (partition_delay: up to 1.5 s a chunk each way) makes
-        # a short transaction of a few round trips last seconds on the
-        # server: that is the network's time, not a transaction held across
-        # our I/O, so it is noted, not counted, while a link is slow.
-        slow = time.time() < self.nemesis.slow_link_until
-        for pid, app, age, query in rows:
-            line = f"{at} backend {pid} ({app}) idle in a {age:.1f}s transaction: {query}"
-            (self.slow_link_transactions if slow else self.long_transactions).append(line)
-
-    def _sample_idle_runnable(self) -> None:
-        """Runnable sessions nobody works on (no owner whose process holds its
-        liveness lock on THIS database, not waiting for a retry) for longer than IDLE_NOTE_S: each
-        is a stall the sweeper should have ended (invariant 4)."""
-        from django.db import connection
-
-        with connection.cursor() as cursor:
-            cursor.execute(IDLE_RUNNABLE_SQL, [IDLE_NOTE_S])
-            idle = cursor.fetchall()
-        if not idle:
-            return
-        triggered = self._triggered_sessions()
-        # While the broker is away (or was just flushed) no trigger can be
-        # anywhere: the clock for "idle with no trigger" starts when it is
-        # back, or an outage longer than IDLE_FAIL_S would fail by itself.
-        since_broker = time.time() - self.nemesis.broker_back_at
-        for session_id, idle_s in idle:
-            seen = self.idle_runnable.get(session_id, 0.0)
-            self.idle_runnable[session_id] = max(seen, float(idle_s))
-            if triggered is not None and session_id not in triggered and since_broker > 0:
-                seen = self.idle_untriggered.get(session_id, 0.0)
-                untriggered = min(float(idle_s), since_broker)
-                self.idle_untriggered[session_id] = max(seen, untriggered)
-
-    def _triggered_sessions(self) -> set[int] | None:
-        """Sessions with an `advance` trigger in the broker: waiting in a
-        priority list, or delivered to a worker and not acknowledged yet
-        (kombu's `unacked` hash). None when Redis cannot be read (down)."""
-        import redis as redis_lib
-
-        client = redis_lib.Redis.from_url(self.redis.url, socket_timeout=2)
-        try:
-            raw = [m for key in client.keys("celery*") for m in client.lrange(key, 0, -1)]
-            raw += [json.loads(v)[0] for v in client.hvals("unacked")]
-        except redis_lib.RedisError:
-            return None
-        finally:
-            client.close()
-        sessions = set()
-        for message in raw:
-            body = json.loads(message) if isinstance(message, bytes | str) else message
-            headers = body.get("headers") or {}
-            if headers.get("task") == "agents.advance_session":
-                sessions.add(int(headers["argsrepr"].strip("(),")))
-        return sessions
 
     # --- heal --------------------------------------------------------------------------
 
@@ -469,7 +432,7 @@ class Campaign:
             phases=self.phase_s,
             notes=self.nemesis.errors
             + self.workers.restart_failures
-            + [f"on a slow link: {line[:200]}" for line in self.slow_link_transactions],
+            + [f"on a faulted link: {line[:200]}" for line in self.link_transactions],
             idle_runnable=self.idle_runnable,
             idle_untriggered=self.idle_untriggered,
             by_kind=by_kind,
@@ -514,6 +477,21 @@ class Campaign:
                 f"{k} {v:.0f}" for k, v in sorted(rss_after.items())
             ),
             "campaign passes interrupted by database faults": str(self.driver_interruptions),
+            "partitions": self.partitions,
+            **self._takeover_figures(world),
+        }
+
+    def _takeover_figures(self, world) -> dict[str, str]:
+        from bench.chaos import report
+
+        slot_hosts = {slot.name: slot.host for slot in self.workers.slots}
+        takeovers = report.partition_takeovers(self.nemesis.probes, world, self.run_dir, slot_hosts)
+        return {
+            f"{kind} takeovers": (
+                f"owned by the faulted host {t.owned}: moved to another process during the "
+                f"fault {t.moved}, fenced on the faulted host after it {t.fenced}"
+            )
+            for kind, t in sorted(takeovers.items())
         }
 
     def teardown(self, keep: bool = False) -> None:
@@ -534,6 +512,20 @@ class Campaign:
             self.postgres.stop(keep=keep)
             if keep:
                 say(f"chaos: PostgreSQL data kept in {self.postgres.data}/db")
+        if self.topology is not None:
+            left = self.topology.down()
+            if left:  # everything above stops its processes: these escaped it
+                say(f"chaos: processes still in the namespaces at teardown, killed: {left}")
+
+
+def _veth_mode(topology: netns.Topology) -> str:
+    slow = {
+        "netem": "slow link: tc netem delay",
+        "tbf": "slow link: a tbf rate limit (this kernel has no sch_netem)",
+        "none": "no slow link (neither netem nor tbf in this kernel)",
+    }[topology.slow_kind]
+    names = ", ".join([topology.core, *topology.hosts.values()])
+    return f"veth pairs between network namespaces ({names}); {slow}"
 
 
 def _log_to(path: Path) -> None:

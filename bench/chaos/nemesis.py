@@ -34,7 +34,6 @@ from typing import Any
 import psycopg
 import requests
 
-from bench.chaos.proxy import Proxy
 from bench.chaos.stack import (
     WORKER_APP,
     Database,
@@ -84,6 +83,8 @@ class Probe:
     target: str
     at: float
     sessions: list[int]
+    began: float = 0.0  # a partition: when its link went (epoch seconds)
+    pids: list[int] = field(default_factory=list)  # a partition: the host's worker pids
 
 
 def kinds_wanted() -> dict[str, int]:
@@ -103,7 +104,8 @@ class Nemesis:
     database: Database
     sandbox_url: str
     postgres: PostgresServer | None = None  # the campaign's own server, when it has one
-    links: dict[str, list[Proxy]] = field(default_factory=dict)  # host -> its proxies
+    # host -> its links: a pair of proxies (proxy.py) or one veth (netns.VethLink)
+    links: dict[str, list[Any]] = field(default_factory=dict)
     warmup_s: float = 0.0  # no fault before this (the steady level is measured then)
     lines: list[str] = field(default_factory=list)
     counts: Counter[str] = field(default_factory=Counter)
@@ -112,6 +114,8 @@ class Nemesis:
     stopped_at: float | None = None  # epoch seconds: the last fault ended
     broker_back_at: float = 0.0  # epoch seconds: Redis last came back (or was flushed)
     slow_link_until: float = 0.0  # epoch seconds: a link is slowed until (and 5 s after) this
+    # host -> epoch seconds its link was healed (inf while it is faulted)
+    link_faulted_until: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -123,6 +127,9 @@ class Nemesis:
         if not self.links:
             for kind in ("partition_cut", "partition_blackhole", "partition_delay"):
                 self.kinds.pop(kind, None)
+        links = [link for host_links in self.links.values() for link in host_links]
+        if any(getattr(link, "slow_kind", "") == "none" for link in links):
+            self.kinds.pop("partition_delay", None)  # no qdisc here to slow a veth with
         self.deck: list[str] = []
         self.conn: psycopg.Connection | None = None
 
@@ -294,7 +301,7 @@ class Nemesis:
         sessions from PostgreSQL (Redis is a delivery path, not the truth)."""
         import redis as redis_lib
 
-        client = redis_lib.Redis(port=self.redis.port, socket_timeout=5)
+        client = redis_lib.Redis.from_url(self.redis.url, socket_timeout=5)
         try:
             backlog = sum(
                 client.llen(k) for k in client.keys("celery*") if client.type(k) == b"list"
@@ -354,10 +361,11 @@ class Nemesis:
     # --- partitions between hosts -------------------------------------------------------
 
     def _partition(self, conn: psycopg.Connection, kind: str, mode: str) -> str | None:
-        """One host's links (to the database and the broker) cut, black-holed
-        or slowed for 2-10 s, then healed. The other host keeps working and
-        takes the cut host's sessions once their liveness locks go; the cut
-        host's claims are fenced when it comes back."""
+        """One host's links (its veth to the core, or its proxies to the
+        database and the broker) cut, black-holed or slowed for 2-10 s, then
+        healed. The other host keeps working and takes the cut host's
+        sessions once their liveness locks go; the cut host's claims are
+        fenced when it comes back."""
         host = self.rng.choice(sorted(self.links))
         pids = [p for s in self.workers.slots if s.host == host for p in s.group_pids()]
         sessions = _owned_by(conn, pids)
@@ -366,20 +374,26 @@ class Nemesis:
         delay_ms = self.rng.randint(100, 1500)
         if mode == "delay":
             self.slow_link_until = float("inf")
-        for proxy in self.links[host]:
-            if mode == "cut":
-                proxy.cut()
-            elif mode == "blackhole":
-                proxy.blackhole()
-            else:
-                proxy.delay(delay_ms / 1000)
-        self.stop.wait(hold_s)
-        for proxy in self.links[host]:
-            proxy.heal()
+        how = ""
+        began = time.time()
+        self.link_faulted_until[host] = float("inf")
+        try:
+            for link in self.links[host]:
+                if mode == "cut":
+                    link.cut()
+                elif mode == "blackhole":
+                    link.blackhole()
+                else:
+                    how = link.delay(delay_ms / 1000) or how  # a veth says how (netem, tbf)
+            self.stop.wait(hold_s)
+        finally:  # a fault that failed half-applied must not leave a host cut off
+            for link in self.links[host]:
+                link.heal()
+            self.link_faulted_until[host] = time.time()
         if mode == "delay":
             self.slow_link_until = time.time() + 5.0
-        self.probes.append(Probe(kind, f"host-{host}", time.time(), sessions))
-        shown = f" {delay_ms}ms" if mode == "delay" else ""
+        self.probes.append(Probe(kind, f"host-{host}", time.time(), sessions, began, pids))
+        shown = f" {delay_ms}ms" + (f" ({how})" if how else "") if mode == "delay" else ""
         return f"host {host} {mode}{shown} for {hold_s:.1f}s owned={sessions}"
 
     def _partition_cut(self, conn: psycopg.Connection) -> str | None:

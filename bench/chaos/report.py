@@ -71,6 +71,72 @@ DATABASE_FAULTS = (
 )
 
 
+CLAIM_LOST = re.compile(
+    r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}): .*session (\d+): claim lost, stopping"
+)
+FENCE_WINDOW_S = 60.0  # a faulted host's slot finds its claim gone within this of the heal
+
+
+@dataclass
+class Takeover:
+    """Per partition kind: sessions the faulted host owned when its link
+    went; of those, moved (an event by another process while the link was
+    down: the other host took it over) and fenced (the faulted host's slot
+    logged "claim lost" for it afterwards: its stale write matched no row)."""
+
+    owned: int = 0
+    moved: int = 0
+    fenced: int = 0
+
+
+def claims_lost(log_dir: Path, slot_hosts: dict[str, str]) -> dict[str, list[tuple[float, int]]]:
+    """host -> (epoch seconds, session) of every "claim lost" its workers logged."""
+    out: dict[str, list[tuple[float, int]]] = {}
+    for path in log_dir.glob("*.log"):
+        host = slot_hosts.get(path.stem.rsplit("-", 1)[0])
+        if host is None:
+            continue
+        for line in path.read_text(errors="replace").splitlines():
+            if match := CLAIM_LOST.match(line):
+                at = datetime.strptime(match[1], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+                out.setdefault(host, []).append((at, int(match[2])))
+    return out
+
+
+def partition_takeovers(
+    probes: list[Any], world: World, log_dir: Path, slot_hosts: dict[str, str]
+) -> dict[str, Takeover]:
+    lost = claims_lost(log_dir, slot_hosts)
+    out: dict[str, Takeover] = {}
+    for probe in probes:
+        if not probe.kind.startswith("partition_"):
+            continue
+        host = probe.target.removeprefix("host-")
+        took = out.setdefault(probe.kind, Takeover())
+        for session_id in probe.sessions:
+            took.owned += 1
+            during = [
+                e
+                for e in world.events[session_id]
+                if probe.began < e.created_at.timestamp() < probe.at
+            ]
+            writers = {_actor_pid(e.actor) for e in during} - {None}
+            took.moved += bool(writers - set(probe.pids))
+            took.fenced += any(
+                s == session_id and probe.began <= at <= probe.at + FENCE_WINDOW_S
+                for at, s in lost.get(host, [])
+            )
+    return out
+
+
+def _actor_pid(actor: str) -> int | None:
+    """`host:pid/slot` (a worker slot) -> pid; people and triggers -> None."""
+    try:
+        return int(actor.rsplit(":", 1)[1].split("/", 1)[0])
+    except (IndexError, ValueError):
+        return None
+
+
 def recovery_by_kind(probes: list[Any], world: World) -> dict[str, Recovery]:
     """Per fault kind: from the fault's end (a kill: the kill; an outage: the
     moment it was restored) to each hit session's next event."""

@@ -7,10 +7,14 @@ which the nemesis may crash; where no initdb is found (CHAOS_OWN_POSTGRES=0
 forces that) the database is created (fresh) under its own name on the
 server DATABASE_URL names, and no crash is injected. Redis is a private
 redis-server on a free port, so stopping it as a fault disturbs nobody.
-Workers live on two "hosts": each host reaches the database and the broker
-through a pair of proxies of its own (proxy.py), which the nemesis cuts,
-black-holes or slows to partition that host from the others. Process
-helpers are the test suite's (tests/processes.py).
+Workers live on two "hosts". Where network namespaces can be made
+(netns.py), PostgreSQL, Redis and the sandbox run in a "core" namespace and
+each host's workers in a namespace of their own, linked to the core by a
+veth pair the nemesis cuts, black-holes or slows; elsewhere each host
+reaches the database and the broker through a pair of loopback proxies of
+its own (proxy.py). `prefix` arguments here are the `ip netns exec NS`
+that puts a process in its namespace. Process helpers are the test
+suite's (tests/processes.py).
 """
 
 from __future__ import annotations
@@ -34,7 +38,16 @@ import psutil
 import psycopg
 import redis
 
-from tests.processes import ROOT, Proc, start_beat, start_sandbox, start_worker, wait_for
+from tests.processes import (
+    ROOT,
+    STARTUP_S,
+    Proc,
+    pool_env,
+    start_beat,
+    start_sandbox,
+    start_worker,
+    wait_for,
+)
 
 WORKER_APP = "chaos-worker"  # application_name of the workers' connections
 CAMPAIGN_APP = "chaos-campaign"  # ours: never a pg_terminate_backend target
@@ -66,13 +79,14 @@ class Database:
         self.admin_url = _with_path(server, "/postgres")
         self.plain_url = _with_path(server, f"/{name}")
 
-    def url(self, application_name: str, port: int | None = None) -> str:
-        """The database's URL; through a proxy on `port` when given."""
+    def url(self, application_name: str, port: int | None = None, host: str | None = None) -> str:
+        """The database's URL; through a proxy on `port` when given, or at
+        `host` (the core's address as a worker host's namespace sees it)."""
         url = self.plain_url
-        if port is not None:
+        if port is not None or host is not None:
             parts = urlsplit(url)
             netloc = parts.netloc.rsplit("@", 1)
-            host = f"127.0.0.1:{port}"
+            host = f"{host or '127.0.0.1'}:{port or parts.port or 5432}"
             url = urlunsplit(
                 (parts.scheme, f"{netloc[0]}@{host}" if len(netloc) == 2 else host, "", "", "")
             )
@@ -118,12 +132,15 @@ def postgres_bindir() -> Path | None:
 
 class PostgresServer:
     """A private PostgreSQL the nemesis may crash: initdb in a directory of
-    its own, a free port on loopback, trust for local connections, no
-    fsync (a crash loses nothing that was committed to the OS: the kernel
-    keeps running). As root, its processes run as the `postgres` user
-    (PostgreSQL refuses root)."""
+    its own, a free port on loopback (or on every link of the core
+    namespace, `prefix`), trust for local connections, no fsync (a crash
+    loses nothing that was committed to the OS: the kernel keeps running).
+    As root, its processes run as the `postgres` user (PostgreSQL refuses
+    root)."""
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(
+        self, run_dir: Path, host: str = "127.0.0.1", prefix: list[str] | None = None
+    ) -> None:
         bindir = postgres_bindir()
         if bindir is None:
             raise RuntimeError("no initdb: install PostgreSQL's server package")
@@ -131,7 +148,9 @@ class PostgresServer:
         self.port = free_port()
         self.run_dir = run_dir
         self.data = Path(tempfile.mkdtemp(prefix="agentdesk-chaos-pg-"))
-        self.url = f"postgres://postgres@127.0.0.1:{self.port}/postgres"
+        self.host = host
+        self.prefix = prefix or []
+        self.url = f"postgres://postgres@{host}:{self.port}/postgres"
         self.starts = 0
         self.crashing = False  # the nemesis took it down: not a death by itself
         self.user = None
@@ -140,34 +159,51 @@ class PostgresServer:
             os.chown(self.data, self.user.pw_uid, self.user.pw_gid)
 
     def _run(self, *args: str, timeout: float = 120) -> None:
+        argv = [str(self.bindir / args[0]), *args[1:]]
+        user = self.user
+        if self.prefix:
+            # Into the namespace as root (setns needs it), then the postgres
+            # user: subprocess's user= would drop root before `ip` runs.
+            if user is not None:
+                ids = [f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups"]
+                argv = ["setpriv", *ids, *argv]
+            argv, user = [*self.prefix, *argv], None
         with open(self.run_dir / "postgres-ctl.log", "ab") as log:
             subprocess.run(
-                [str(self.bindir / args[0]), *args[1:]],
+                argv,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 check=True,
                 timeout=timeout,
-                user=self.user.pw_uid if self.user else None,
-                group=self.user.pw_gid if self.user else None,
+                user=user.pw_uid if user else None,
+                group=user.pw_gid if user else None,
                 cwd=self.data,
             )
 
     def init(self) -> None:
         self._run("initdb", "-D", str(self.data / "db"), "-U", "postgres", "-A", "trust", "-N")
+        if self.prefix:  # clients on the core's links: the far ends of its /30s
+            with open(self.data / "db" / "pg_hba.conf", "a") as hba:
+                hba.write("host all all samenet trust\n")
 
     def start(self) -> None:
+        # In the core namespace: every link of the core (its veths only).
+        listen = "0.0.0.0" if self.prefix else "127.0.0.1"
         options = (
             # fsync off: a crash of PostgreSQL (not of the kernel) loses nothing
             # handed to the OS. synchronous_commit stays ON: with it off, a
             # commit acknowledged to a worker can vanish in the crash, and the
             # campaign then finds side effects our database no longer knows of
             # (seen: two replies for one turn, a tool_result without its tool_use).
-            f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.data} -c fsync=off "
+            f"-p {self.port} -c listen_addresses={listen} -k {self.data} -c fsync=off "
             "-c full_page_writes=off -c max_connections=400 "
             # A partition's far side: the server drops a silent client within
             # a few seconds (its liveness locks go with it), as production's
-            # keepalive settings would.
-            "-c tcp_keepalives_idle=2 -c tcp_keepalives_interval=1 -c tcp_keepalives_count=2"
+            # keepalive settings would: an idle connection after 2 s + 2
+            # unanswered probes 1 s apart, one with data unacknowledged (a
+            # reply sent into the partition) after 5 s.
+            "-c tcp_keepalives_idle=2 -c tcp_keepalives_interval=1 -c tcp_keepalives_count=2 "
+            "-c tcp_user_timeout=5000"
         )
         self.starts += 1
         log = self.data / f"postgres-{self.starts}.log"
@@ -239,17 +275,26 @@ def redis_binary() -> str:
 
 
 class RedisServer:
-    """A private redis-server we can stop and start again on the same port."""
+    """A private redis-server we can stop and start again on the same port:
+    on loopback, or on every link of the core namespace (`prefix`)."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(
+        self, data_dir: Path, host: str = "127.0.0.1", prefix: list[str] | None = None
+    ) -> None:
         self.port = free_port()
         self.data_dir = data_dir
         self.proc: Proc | None = None
-        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.host = host
+        self.prefix = prefix or []
+        self.url = f"redis://{host}:{self.port}/0"
         self.starts = 0
 
     def start(self) -> None:
-        args = [redis_binary(), "--port", str(self.port), "--bind", "127.0.0.1"]
+        args = [*self.prefix, redis_binary(), "--port", str(self.port)]
+        if self.prefix:  # the core's links only; no password, so protected mode would refuse them
+            args += ["--bind", "0.0.0.0", "--protected-mode", "no"]
+        else:
+            args += ["--bind", "127.0.0.1"]
         args += ["--save", "", "--appendonly", "no", "--dir", str(self.data_dir)]
         self.starts += 1
         self.proc = Proc(
@@ -259,7 +304,7 @@ class RedisServer:
 
     def ping(self) -> bool:
         try:
-            return bool(redis.Redis(port=self.port, socket_timeout=1).ping())
+            return bool(redis.Redis(host=self.host, port=self.port, socket_timeout=1).ping())
         except redis.RedisError:
             return False
 
@@ -286,7 +331,7 @@ class WorkerSlot:
 
     name: str
     extra: list[str]
-    host: str = "a"  # which host's links (proxies) it reaches the database and broker by
+    host: str = "a"  # which host it runs on: its namespace, or its proxies
     proc: Proc | None = None
     restart_at: float | None = None  # monotonic; None: running or starting
     starting: bool = False
@@ -330,9 +375,13 @@ class Workers:
         log_dir: Path,
         slots: list[WorkerSlot],
         host_env: dict[str, dict[str, str]] | None = None,
+        host_prefix: dict[str, list[str]] | None = None,
+        beat_prefix: list[str] | None = None,
     ) -> None:
         self.env = env  # beat's, and any host without its own
         self.host_env = host_env or {}
+        self.host_prefix = host_prefix or {}  # host -> `ip netns exec` into it
+        self.beat_prefix = beat_prefix or []  # beat beside the database (the core)
         self.log_dir = log_dir
         self.slots = slots
         self.beat: Proc | None = None
@@ -349,7 +398,7 @@ class Workers:
             t.start()
         for t in threads:
             t.join()
-        self.beat = start_beat(self.env, self.log_dir)
+        self.beat = start_beat_in(self.beat_prefix, self.env, self.log_dir)
         self.thread = threading.Thread(target=self._supervise, name="supervisor", daemon=True)
         self.thread.start()
 
@@ -357,7 +406,8 @@ class Workers:
         slot.starting = True
         try:
             env = self.host_env.get(slot.host, self.env)
-            proc = start_worker(slot.name, env, self.log_dir, *slot.extra)
+            prefix = self.host_prefix.get(slot.host, [])
+            proc = start_worker_in(prefix, slot.name, env, self.log_dir, *slot.extra)
         except AssertionError as exc:  # did not get ready (e.g. Redis was down too long)
             self.restart_failures.append(f"{slot.name}: {str(exc)[:200]}")
             slot.restart_at = time.monotonic() + 1.0
@@ -384,7 +434,7 @@ class Workers:
             if self.beat is not None and self.beat.popen.poll() is not None:
                 self._exited_by_itself("beat", self.beat)
                 self.beat.log_file.close()
-                self.beat = start_beat(self.env, self.log_dir)
+                self.beat = start_beat_in(self.beat_prefix, self.env, self.log_dir)
 
     def _exited_by_itself(self, name: str, proc: Proc | None) -> None:
         if proc is None:
@@ -434,3 +484,38 @@ def worker_slots(
 
 def start_sandbox_proc(run_dir: Path) -> tuple[Proc, str]:
     return start_sandbox(run_dir, dict(os.environ))
+
+
+def start_sandbox_in(prefix: list[str], run_dir: Path) -> tuple[Proc, int]:
+    """The sandbox in a namespace, on all its links; its port."""
+    args = [*prefix, sys.executable, "-m", "sandbox", "--host", "0.0.0.0", "--port", "0"]
+    args += ["--data", str(run_dir / "sandbox.sqlite3"), "--seed-demo"]
+    proc = Proc("sandbox", args, dict(os.environ), run_dir / "sandbox.log")
+    match = proc.wait_for_log(r"sandbox: listening on http://\S+:(\d+)", timeout=STARTUP_S)
+    return proc, int(match.group(1))
+
+
+def start_beat_in(prefix: list[str], env: dict[str, str], log_dir: Path) -> Proc:
+    """tests.processes.start_beat, in a namespace when `prefix` says which."""
+    if not prefix:
+        return start_beat(env, log_dir)
+    args = [*prefix, sys.executable, "-m", "celery", "-A", "config", "beat", "--loglevel=INFO"]
+    args += ["--schedule", str(log_dir / f"beat-{time.monotonic_ns()}")]
+    proc = Proc("beat", args, env, log_dir / f"beat-{time.monotonic_ns()}.log")
+    proc.wait_for_log(r"beat: Starting", timeout=STARTUP_S)
+    return proc
+
+
+def start_worker_in(
+    prefix: list[str], name: str, env: dict[str, str], log_dir: Path, *extra: str
+) -> Proc:
+    """tests.processes.start_worker, in a host's namespace when `prefix`
+    says which (`ip netns exec` execs: the pid is the worker's)."""
+    if not prefix:
+        return start_worker(name, env, log_dir, *extra)
+    args = [*prefix, sys.executable, "-m", "celery", "-A", "config", "worker"]
+    args += ["--loglevel=INFO", "-n", f"{name}@%h", "--without-gossip", "--without-mingle"]
+    args += ["--without-heartbeat", *extra]
+    proc = Proc(name, args, pool_env(env, extra), log_dir / f"{name}-{time.monotonic_ns()}.log")
+    proc.wait_for_log(r"\bready\.", timeout=STARTUP_S)
+    return proc
