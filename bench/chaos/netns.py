@@ -195,6 +195,10 @@ class Topology:
         if problems:
             raise RuntimeError("; ".join(problems))
         self.made = True  # from here on, down() has something to remove
+        # The host links' addresses exist only inside our namespaces: from the
+        # root namespace they would follow the default route off the machine.
+        # Prohibited there, a mistaken connect fails here instead.
+        run("ip", "route", "replace", "prohibit", str(HOST_LINKS))
         for ns in (self.core, *self.hosts.values()):
             run("ip", "netns", "add", ns)
             _ipv6_off(ns)
@@ -218,6 +222,8 @@ class Topology:
         for ns in (*self.hosts.values(), self.core):
             killed += _remove_namespace(ns)
         run("ip", "link", "del", self.root_link.near, check=False)  # gone with core, normally
+        if not any(ns.startswith(PREFIX) for ns in _namespaces()):  # the last campaign out
+            run("ip", "route", "del", "prohibit", str(HOST_LINKS), check=False)
         self.made = False
         return killed
 

@@ -10,6 +10,7 @@ packet anywhere else.
 from __future__ import annotations
 
 import errno
+import json
 import subprocess
 import sys
 import threading
@@ -100,6 +101,15 @@ def test_no_namespace_has_a_route_off_the_machine(topology):
         assert not [r for r in routes if r.get("dst") == "default" or "gateway" in r], ns
         unicast = {r["dst"] for r in routes if r.get("type", "unicast") == "unicast"}
         assert all(dst.startswith("10.226.") and dst.endswith("/30") for dst in unicast), unicast
+
+    # From the root namespace the host links' addresses are prohibited, not
+    # left to the machine's default route (read from the table, not tried).
+    root = json.loads(
+        subprocess.run(
+            ["ip", "-j", "route", "show", str(netns.HOST_LINKS)], capture_output=True, text=True
+        ).stdout
+    )
+    assert [r.get("type") for r in root] == ["prohibit"], root
 
     # The check bites: a default route over a host's own veth is caught
     # (added and removed again; nothing is sent).
