@@ -224,6 +224,17 @@ class SessionRuntime(models.Model):
     cost_micros = models.BigIntegerField(default=0, db_default=0)
     updated_at = models.DateTimeField(auto_now=True)
 
+    class Meta:
+        indexes = [
+            # The few sessions with a cancel pending: what the cancel watcher
+            # polls while this process streams (agents/runtime/cancel.py).
+            models.Index(
+                fields=["session"],
+                name="runtime_cancel_pending",
+                condition=models.Q(cancel_requested=True),
+            )
+        ]
+
     def __str__(self) -> str:
         return f"runtime of session {self.session_id} (fence {self.fence})"
 
