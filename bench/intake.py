@@ -496,8 +496,10 @@ def start(
     for i in range(args.workers):
         worker = Proc(
             f"worker{i + 1}",
-            [sys.executable, "-m", "celery", "-A", "config", "worker", "-n", f"w{i}@%h"]
-            + ["--loglevel=INFO", "--without-gossip", "--without-mingle"],
+            sizing.worker_command(  # at make run's priority
+                [sys.executable, "-m", "celery", "-A", "config", "worker", "-n", f"w{i}@%h"]
+                + ["--loglevel=INFO", "--without-gossip", "--without-mingle"]
+            ),
             env,
             log_dir,
         )

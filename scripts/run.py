@@ -514,7 +514,7 @@ def start_app(sup: Supervisor, env: dict[str, str], web_port: int, sandbox: tupl
     count = sizing.worker_processes()
     for i in range(count):
         name = "worker" if count == 1 else f"worker{i + 1}"
-        args = [*celery, "worker", "--loglevel=INFO", "-n", f"{name}@%h"]
+        args = sizing.worker_command([*celery, "worker", "--loglevel=INFO", "-n", f"{name}@%h"])
         sup.service(name, args, worker_env)
     schedule = str(DATA / "celerybeat-schedule")
     sup.service("beat", [*celery, "beat", "--loglevel=INFO", "--schedule", schedule], env)

@@ -24,6 +24,7 @@ import requests
 from django.db import connection
 
 from bench.chaos.stack import free_port
+from config import sizing
 from tests.processes import ROOT, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -128,6 +129,12 @@ def test_a_child_that_dies_is_started_again_and_only_ctrl_c_stops_all(tmp_path: 
         run.wait_for_line(r"Agentdesk is running", timeout=180)
         web_pid = _pid_of(run, "web")
         beat_pid = _pid_of(run, "beat")
+        # The web first where they share the cores (config/sizing.worker_nice):
+        # the worker runs below it, and comes back below it after a restart.
+        # (Relative to the web's: this test may itself run below 0.)
+        lower = min(19, run.child("web").nice() + sizing.worker_nice())
+        assert sizing.worker_nice() == 10 and lower > run.child("web").nice()
+        assert run.child("worker").nice() == lower
 
         for name, sig in (
             ("worker", signal.SIGKILL),
@@ -147,6 +154,7 @@ def test_a_child_that_dies_is_started_again_and_only_ctrl_c_stops_all(tmp_path: 
                 what=f"a new {name}",
             )
 
+        assert run.child("worker").nice() == lower  # the restarted one too
         # The others never stopped, and the desk answers.
         assert _pid_of(run, "web") == web_pid
         assert _pid_of(run, "beat") == beat_pid
