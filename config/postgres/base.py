@@ -18,9 +18,12 @@ Two costs of that are cut here, and nothing else changes:
   time. A connection given back goes on the pool's Shelf instead, and the
   next borrow in this process takes it from there: its own thread's first,
   else the freshest. Shelved connections are the pool's, checked out: the
-  process still holds at most the pool's max_size, and nobody waits on a
-  shelved one. One that sat FRESH_S or more, or is past its lifetime, goes
-  back to the pool, which pings or replaces it as before.
+  process still holds at most the pool's max_size. Under contention the
+  shelf steps aside: while a borrower queues in the pool, connections go
+  back through the pool's queue, first come first served (shelved, a
+  waiter could starve: 1,000 slots on 4 connections timed out after 30 s).
+  One that sat FRESH_S or more, or is past its lifetime, goes back to the
+  pool, which pings or replaces it as before.
 
 Measured: the ping was a sixth of a zero-latency step's CPU (bench.profile)
 and one of the nine round trips of an accepted webhook; the shelf took the
@@ -37,10 +40,9 @@ import weakref
 
 from django.db.backends.postgresql import base
 from psycopg import pq
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool
 
 FRESH_S = 1.0
-WAIT_SLICE_S = 0.05  # a borrower waiting in the pool looks at the shelf this often
 
 
 def check_unless_fresh(conn) -> None:
@@ -59,56 +61,53 @@ class Shelf:
         self.pool = pool
         self.lock = threading.Lock()
         self.kept: dict[int, tuple[object, float]] = {}
+        self.waiting = 0  # borrowers that found the shelf empty, in the pool's queue
         self.inherited: list[object] = []  # a forked child's: see _forget_after_fork
         _shelves.add(self)
 
     def put(self, conn) -> None:
         now = time.monotonic()
         conn._agentdesk_given_back = now
-        if self.pool._waiting:  # a borrower waits in the pool: hand it over now
-            self.pool.putconn(conn)
-            return
+        me = threading.get_ident()
+        earlier = None
         with self.lock:
-            earlier = self.kept.pop(threading.get_ident(), None)
-            self.kept[threading.get_ident()] = (conn, now)
+            # A borrower in (or on its way to) the pool's queue gets it there,
+            # in the queue's order; shelved meanwhile, it would wait on.
+            shelve = not self.waiting
+            if shelve:
+                earlier = self.kept.pop(me, None)
+                self.kept[me] = (conn, now)
+        if not shelve:
+            self.pool.putconn(conn)
         if earlier is not None:  # (a thread holds one connection at a time)
             self.pool.putconn(earlier[0])
 
     def borrow(self):
-        """A connection: a shelved one, else one from the pool. The wait in
-        the pool is sliced, and the shelf looked at between slices: a
-        connection shelved just after this borrower found the shelf empty
-        (and before it queued in the pool, where put() would have seen it)
-        is found at the next slice, not after the pool's whole timeout."""
-        deadline = time.monotonic() + self.pool.timeout
-        while True:
-            conn = self.take()
-            if conn is not None:
-                return conn
-            left = deadline - time.monotonic()
-            try:
-                return self.pool.getconn(timeout=max(0.001, min(WAIT_SLICE_S, left)))
-            except PoolTimeout:
-                if left <= WAIT_SLICE_S:
-                    raise PoolTimeout(
-                        f"couldn't get a connection after {self.pool.timeout:.2f} sec"
-                    ) from None
-
-    def take(self):
-        """A shelved connection fit to use at once, or None (borrow from the
-        pool). Stale ones met on the way go back to the pool."""
-        me = threading.get_ident()
+        """A shelved connection (this thread's, else the freshest), else one
+        from the pool. A borrower that finds the shelf empty counts itself
+        as waiting before it leaves the lock, so nothing is shelved while it
+        queues in the pool: whoever gives back next hands it over there."""
         while True:
             with self.lock:
-                entry = self.kept.pop(me, None)
+                entry = self._pop()
                 if entry is None:
-                    if not self.kept:
-                        return None
-                    entry = self.kept.pop(next(reversed(self.kept)))  # the freshest
+                    self.waiting += 1
+                    break
             conn, given_back = entry
             if _fit(conn, given_back):
                 return conn
             self.pool.putconn(conn)  # the pool pings, rolls back or replaces it
+        try:
+            return self.pool.getconn()
+        finally:
+            with self.lock:
+                self.waiting -= 1
+
+    def _pop(self) -> tuple[object, float] | None:
+        entry = self.kept.pop(threading.get_ident(), None)
+        if entry is None and self.kept:
+            entry = self.kept.pop(next(reversed(self.kept)))  # the freshest
+        return entry
 
     def give_all_back(self) -> None:
         with self.lock:
@@ -123,6 +122,7 @@ class Shelf:
         self.lock = threading.Lock()
         self.inherited.extend(conn for conn, _ in self.kept.values())
         self.kept = {}
+        self.waiting = 0
 
 
 _shelves: weakref.WeakSet[Shelf] = weakref.WeakSet()

@@ -212,3 +212,45 @@ def test_a_borrower_waiting_on_a_full_pool_gets_the_next_connection_given_back_a
     assert waited and waited[0] > 0
     assert time.monotonic() - given_back < 5  # not the pool's 30 s timeout
     assert connection.pool.get_stats()["pool_size"] <= size
+
+
+def test_many_more_borrowers_than_connections_all_get_theirs_in_turn(monkeypatch):
+    """A worker's slots far outnumber its pool: each borrows for a short
+    statement, again and again. None times out: the pool's queue serves
+    them in turn (a shelf that kept connections from queued borrowers, or
+    borrowers that left the queue to look at it, starved some for the
+    pool's whole timeout: 1,000 slots on 4 connections)."""
+    connection.close()
+    connection.close_pool()  # a pool of two, with a short timeout, for this test
+    options = {**connection.settings_dict["OPTIONS"]["pool"], "max_size": 2, "timeout": 10.0}
+    monkeypatch.setitem(connection.settings_dict["OPTIONS"], "pool", options)
+    threads, rounds = 200, 10
+    waits: list[float] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+    start = threading.Barrier(threads)
+
+    def slot():
+        try:
+            start.wait(30)
+            for _ in range(rounds):
+                asked = time.monotonic()
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT pg_sleep(0.002)")
+                with lock:
+                    waits.append(time.monotonic() - asked)
+                connection.close()  # given back, as before every network wait
+        except BaseException as exc:  # noqa: BLE001 (reported below)
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    workers = [threading.Thread(target=slot) for _ in range(threads)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join(120)
+    assert not errors, errors[:3]
+    assert len(waits) == threads * rounds
+    assert connection.pool.max_size == 2
+    assert connection.pool.get_stats()["pool_size"] <= 2
