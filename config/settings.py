@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 import dj_database_url
 
+from config import keepalive
 from config.env import env_bool, env_float, env_int, env_json, env_list, env_str
 from config.security import DEV_SECRET_KEY, DEV_WEBHOOK_SECRET, refuse_insecure_production
 
@@ -139,6 +140,38 @@ DATABASES["default"].setdefault("OPTIONS", {}).update(
 # Which process a connection belongs to, in pg_stat_activity (unless the URL
 # names it: ?application_name=...).
 DATABASES["default"]["OPTIONS"].setdefault("application_name", f"agentdesk pid={os.getpid()}")
+# A database gone silent (a host cut off by the network) is given up on
+# within seconds, at both ends (config/keepalive.py says why): libpq's
+# timeouts and keepalives here, and the same keepalives asked of the server
+# for each connection, so that it frees a silent host's liveness locks and
+# row locks. The liveness connection (agents/runtime/ownership.py) is made
+# with these same parameters. The URL's own (?connect_timeout=...) win.
+AGENTDESK_DB_CONNECT_TIMEOUT_S = env_int(
+    "AGENTDESK_DB_CONNECT_TIMEOUT_S", keepalive.CONNECT_TIMEOUT_S
+)
+AGENTDESK_DB_KEEPALIVE_IDLE_S = env_int("AGENTDESK_DB_KEEPALIVE_IDLE_S", keepalive.IDLE_S)
+AGENTDESK_DB_KEEPALIVE_INTERVAL_S = env_int(
+    "AGENTDESK_DB_KEEPALIVE_INTERVAL_S", keepalive.INTERVAL_S
+)
+AGENTDESK_DB_KEEPALIVE_COUNT = env_int("AGENTDESK_DB_KEEPALIVE_COUNT", keepalive.COUNT)
+AGENTDESK_DB_TCP_USER_TIMEOUT_MS = env_int(
+    "AGENTDESK_DB_TCP_USER_TIMEOUT_MS", keepalive.USER_TIMEOUT_MS
+)
+# Off behind a pooler that refuses startup `options` (PgBouncer): then set
+# the server's (or the pooler's) keepalives in its own configuration.
+AGENTDESK_DB_SERVER_KEEPALIVE = env_bool("AGENTDESK_DB_SERVER_KEEPALIVE", True)
+_DB_LINK = (
+    AGENTDESK_DB_KEEPALIVE_IDLE_S,
+    AGENTDESK_DB_KEEPALIVE_INTERVAL_S,
+    AGENTDESK_DB_KEEPALIVE_COUNT,
+    AGENTDESK_DB_TCP_USER_TIMEOUT_MS,
+)
+for _name, _value in keepalive.client_options(AGENTDESK_DB_CONNECT_TIMEOUT_S, *_DB_LINK).items():
+    DATABASES["default"]["OPTIONS"].setdefault(_name, _value)
+if AGENTDESK_DB_SERVER_KEEPALIVE:
+    DATABASES["default"]["OPTIONS"]["options"] = keepalive.startup_options(
+        keepalive.server_gucs(*_DB_LINK), DATABASES["default"]["OPTIONS"].get("options", "")
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
