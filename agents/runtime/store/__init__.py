@@ -8,6 +8,7 @@
 - `control`: the control transitions, everything rarer (mark running / reissued / in doubt, park
   for a human, cancel, fail, back off), ORM inside `transaction.atomic()`;
 - `lock`: the session lock they all take, and LostClaim;
+- `retry`: a record (and the writes of a step that backs off) tried again on a lost connection;
 - `pool`: giving the borrowed connection back before a network wait;
 - `steps`: a running call's inner steps (begin, end, park on one).
 

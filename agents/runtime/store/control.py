@@ -23,6 +23,7 @@ from agents.observability import observe
 from agents.runtime import hooks
 from agents.runtime.state import CallState, Claimed
 from agents.runtime.store.lock import lock_session
+from agents.runtime.store.retry import retrying
 from agents.tools.base import UNAVAILABLE, Kind
 from agents.transitions import check_tool_move, session_move, toolcall_move, turn_move
 
@@ -231,9 +232,19 @@ def fail_turn(claimed: Claimed, reason: str) -> None:
 
 def note_step_failure(claimed: Claimed, kind: str, reason: str) -> float:
     """A step could not be done now (e.g. the model is overloaded): count the
-    attempt, release, and say when to try again. The caller enqueues."""
+    attempt, release, and say when to try again. The caller enqueues. A lost
+    connection does not give the step up (the next claim would be taken for
+    a recovery): tried again while the fence holds (store/retry.py)."""
+    return retrying(
+        claimed, "note of a failed step", lambda: _note_step_failure(claimed, kind, reason)
+    )
+
+
+def _note_step_failure(claimed: Claimed, kind: str, reason: str) -> float:
     with transaction.atomic():
         runtime = lock_session(claimed.session_id, claimed.fence)
+        if runtime.owner != claimed.owner:  # released by this very note: its answer was lost
+            return _wait_left(runtime)
         runtime.step_attempts += 1
         delay = backoff_s(runtime.step_attempts, base=2.0, cap=60.0)
         runtime.wake_at = timezone.now() + timedelta(seconds=delay)
@@ -242,6 +253,15 @@ def note_step_failure(claimed: Claimed, kind: str, reason: str) -> float:
         data = {"reason": reason[:2000], "attempt": runtime.step_attempts, "retry_in_s": delay}
         events.append(runtime, [EventSpec(kind, data, claimed.turn_id, claimed.owner)])
     return delay
+
+
+def _wait_left(runtime: SessionRuntime) -> float:
+    """The backoff a committed note set, as much of it as is left. (Only the
+    owner clears `owner`, under its fence: with the fence still ours and no
+    owner, the note that released the session was ours.)"""
+    if runtime.wake_at is None:
+        return 0.0
+    return max(0.0, (runtime.wake_at - timezone.now()).total_seconds())
 
 
 # Starts what a slot that lost its claim mid-call learned (note_late_outcome).
@@ -284,9 +304,21 @@ def retry_call_later(claimed: Claimed, call: CallState, status: str, reason: str
     down). It goes back to `status` (pending, or approved) so the next claim
     does not take it for a call a dead owner may have sent, and the step is
     tried again after the step backoff, counted like a model that is down
-    (so bounded by AGENTDESK_MAX_STEP_ATTEMPTS). The caller enqueues."""
+    (so bounded by AGENTDESK_MAX_STEP_ATTEMPTS). The caller enqueues. Tried
+    again on a lost connection while the fence holds (store/retry.py)."""
+    return retrying(
+        claimed,
+        "retry of a call never sent",
+        lambda: _retry_call_later(claimed, call, status, reason),
+    )
+
+
+def _retry_call_later(claimed: Claimed, call: CallState, status: str, reason: str) -> float:
     with transaction.atomic():
         runtime = lock_session(claimed.session_id, claimed.fence)
+        if runtime.owner != claimed.owner:  # put back by this very write: its answer was lost
+            call.status = status
+            return _wait_left(runtime)
         row = ToolCall.objects.select_for_update().get(pk=call.id)
         toolcall_move(row, status)
         runtime.step_attempts += 1
