@@ -6,7 +6,8 @@
   `record_tool_result`), one round trip and one commit each, guarded by the
   fence, no read-before-write;
 - `control`: the control transitions, everything rarer (mark running / reissued / in doubt, park
-  for a human, cancel, fail, back off), ORM inside `transaction.atomic()`;
+  for a human, cancel, fail, back off, resume a parked turn, what a slot that lost its claim
+  learned), ORM inside `transaction.atomic()`;
 - `lock`: the session lock they all take, and LostClaim;
 - `retry`: a record (and the writes of a step that backs off) tried again on a lost connection;
 - `pool`: giving the borrowed connection back before a network wait;
@@ -26,8 +27,10 @@ from agents.runtime.store.control import (
     mark_reissued,
     mark_running,
     note_late_outcome,
+    note_never_sent,
     note_step_failure,
     park,
+    resume_if_unblocked,
     retry_call_later,
     undone_actions,
 )
@@ -52,7 +55,9 @@ __all__ = [
     "mark_reissued",
     "mark_running",
     "note_late_outcome",
+    "note_never_sent",
     "note_step_failure",
+    "resume_if_unblocked",
     "retry_call_later",
     "undone_actions",
     "park",
