@@ -185,14 +185,18 @@ def _close_call(
 ) -> None:
     """One open call of an ending turn gets its tool_result row."""
     to = call.status
-    if call.status == C.RUNNING:
+    text = "Canceled by an operator before this tool ran."
+    if call.status == C.RUNNING and call.kind == Kind.READ_ONLY:
+        # A lookup changed nothing whether or not it got through: there is
+        # nothing for a person to check.
+        to, text = C.CANCELED, STOPPED_READ_ONLY
+    elif call.status == C.RUNNING:
         # It may have left the process (a poison step): unknown, not undone.
         to = C.IN_DOUBT
         data = {"tool_use_id": call.tool_use_id, "name": call.name}
         specs.append(EventSpec("tool.in_doubt", data, turn.id, actor))
     elif call.status not in (C.FAILED, C.DENIED, C.CANCELED, C.SUCCEEDED, C.IN_DOUBT):
         to = C.CANCELED
-    text = "Canceled by an operator before this tool ran."
     if to == C.IN_DOUBT:
         text = "The turn ended; the outcome of this call is unknown."
     elif to != C.CANCELED:
@@ -211,16 +215,34 @@ def _close_call(
         )
     )
     finished_at = call.finished_at or now
+    output = call.output
+    if call.status == C.RUNNING:  # the desk shows why (with any late outcome noted)
+        output = f"{text}\n\n{output}" if output else text
     toolcall_move(
-        call, to, result_position=runtime.transcript_len, is_error=True, finished_at=finished_at
+        call,
+        to,
+        result_position=runtime.transcript_len,
+        is_error=True,
+        finished_at=finished_at,
+        output=output,
     )
     runtime.transcript_len += 1
 
 
+# A read-only call still running when its turn ended (_close_call, _close_inner_step).
+STOPPED_READ_ONLY = (
+    "Stopped when the turn ended, before its result was recorded. It only reads, so "
+    "nothing was changed either way."
+)
+
+
 def _close_inner_step(call: ToolCall, now: datetime) -> None:
     """An inner step of a call that ends with its turn: one that may have
-    left is unknown, one that never started is canceled."""
-    if call.status == C.RUNNING:
+    left is unknown, unless its kind says it only reads; one that never
+    started is canceled."""
+    if call.status == C.RUNNING and call.kind == Kind.READ_ONLY:
+        toolcall_move(call, C.CANCELED, finished_at=now, output=STOPPED_READ_ONLY)
+    elif call.status == C.RUNNING:
         toolcall_move(call, C.IN_DOUBT, finished_at=now)
     elif call.status in (C.PENDING, C.WAITING, C.APPROVED):
         toolcall_move(call, C.CANCELED, finished_at=now)
