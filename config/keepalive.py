@@ -1,4 +1,5 @@
-"""How long a database link may stay silent before either end gives up on it.
+"""How long a database link may stay silent before either end gives up on it
+(and, with the same figures, the broker's: socket_options).
 
 A host cut off by the network says nothing: no reset, no close. Left to the
 kernel's defaults, neither end notices. The client waits on a query for the
@@ -30,6 +31,8 @@ their configuration, for every client that does not ask.
 """
 
 from __future__ import annotations
+
+import socket
 
 CONNECT_TIMEOUT_S = 5
 IDLE_S = 5
@@ -75,3 +78,21 @@ def startup_options(gucs: dict[str, int], given: str = "") -> str:
     """libpq's `options`: ours first, so that any the URL gave (`given`) win."""
     ours = " ".join(f"-c {name}={value}" for name, value in gucs.items())
     return f"{ours} {given}".strip()
+
+
+def socket_options(
+    idle_s: int = IDLE_S,
+    interval_s: int = INTERVAL_S,
+    count: int = COUNT,
+    user_timeout_ms: int = USER_TIMEOUT_MS,
+) -> dict[int, int]:
+    """The same bound for a plain TCP client (redis-py's
+    socket_keepalive_options: the broker's connections, settings.py);
+    options this platform lacks are left out."""
+    wanted = {
+        "TCP_KEEPIDLE": idle_s,
+        "TCP_KEEPINTVL": interval_s,
+        "TCP_KEEPCNT": count,
+        "TCP_USER_TIMEOUT": user_timeout_ms,
+    }
+    return {getattr(socket, name): value for name, value in wanted.items() if hasattr(socket, name)}

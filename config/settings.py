@@ -11,6 +11,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from config import keepalive
 from config.env import env_bool, env_float, env_int, env_json, env_list, env_str
@@ -241,13 +242,28 @@ CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 960)
 # the re-enqueue of a session whose worker died go in at 0, so recovery never
 # waits behind a backlog of routine work (see agents/runtime/dispatch.py).
 CELERY_TASK_DEFAULT_PRIORITY = 6
+# A broker across a cut or silent link must not hold a send (a slot's, beat's)
+# or the consumer for the kernel's minutes: give up and let retries speak.
+# socket_timeout bounds every blocking read, so it must stay above kombu's
+# BRPOP poll (1 s: kombu's Redis transport asks BRPOP to answer within that
+# when no message waits, and no polling_interval is set here); keepalive
+# (the database's figures, config/keepalive.py) ends a consumer's link that
+# went silent while it waited in BRPOP within about 11 s, where kombu's own
+# check of an overdue BRPOP reply takes 26 s or more.
+AGENTDESK_BROKER_SOCKET_TIMEOUT_S = env_float("AGENTDESK_BROKER_SOCKET_TIMEOUT_S", 5.0)
+if AGENTDESK_BROKER_SOCKET_TIMEOUT_S <= 2:
+    raise ImproperlyConfigured(
+        "AGENTDESK_BROKER_SOCKET_TIMEOUT_S must be above 2 s: every BRPOP poll of the "
+        "broker blocks up to 1 s, and a reply late past the timeout drops the connection"
+    )
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600),
     "priority_steps": [0, 3, 6, 9],
     "queue_order_strategy": "priority",
-    # A broker across a cut link must not hold a slot's send (or the
-    # consumer) for the kernel's minutes: give up and let retries speak.
     "socket_connect_timeout": 5,
+    "socket_timeout": AGENTDESK_BROKER_SOCKET_TIMEOUT_S,
+    "socket_keepalive": True,
+    "socket_keepalive_options": keepalive.socket_options(),
 }
 CELERY_BEAT_SCHEDULE = {
     "sweep-sessions": {
