@@ -16,7 +16,7 @@
 
 When the child's turn ends (succeeded, failed, canceled), `settle` writes the
 child's final answer (or why there is none) on the parent's call, moves it to
-succeeded / failed and resumes the parent (agents/runtime/store/control.py
+succeeded / failed and resumes the parent (agents/runtime/store/resume.py
 resume_if_unblocked), whose worker then records it as the tool_result. The
 child's worker calls `settle` right after the turn ends; the beat task
 `capabilities.settle_subagents` (`sweep`) does it for anything missed

@@ -1,6 +1,7 @@
 """The control transitions (DESIGN: a step that is neither a model call nor a
 tool call) and the rarer writes: marking a call before it leaves, parking for a
-human, in doubt, cancel, failure, backoff.
+human, in doubt, cancel, failure, backoff. (What a slot that lost its claim
+learned: evidence.py; a parked turn handed back: resume.py.)
 
 Each runs in `transaction.atomic()` with the session's runtime row locked
 and the fence checked (store.lock), through the ORM: they are not per-step
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
 from agents import events
@@ -20,8 +21,9 @@ from agents.events import EventSpec
 from agents.fields import json_column
 from agents.models import PARKED_CALLS, Event, Session, SessionRuntime, ToolCall, Turn
 from agents.observability import observe
-from agents.runtime import dispatch, hooks
+from agents.runtime import hooks
 from agents.runtime.state import CallState, Claimed
+from agents.runtime.store.evidence import LATE_OUTCOME, never_sent_later
 from agents.runtime.store.lock import lock_session
 from agents.runtime.store.retry import retrying
 from agents.tools.base import UNAVAILABLE, Kind
@@ -295,139 +297,6 @@ def _wait_left(runtime: SessionRuntime) -> float:
     return max(0.0, (runtime.wake_at - timezone.now()).total_seconds())
 
 
-# Starts what a slot that lost its claim mid-call learned (note_late_outcome).
-LATE_OUTCOME = "Late outcome, from the slot that was running this call when it lost its claim"
-
-
-def note_late_outcome(
-    claimed: Claimed, call: CallState, *, status: str, content: str, external_id: str = ""
-) -> None:
-    """A slot lost its claim (its liveness lock went with a cut connection;
-    it was alive) while `call` ran, and then learned how the call ended: not
-    a record (the fence moved on, so this changes no state), but evidence,
-    kept where the person deciding the call sees it. The new owner takes a
-    not-idempotent call found running for in doubt; its note, on the call's
-    output, gets this appended (mark_in_doubt reads it if it comes first)."""
-    text = f"{LATE_OUTCOME} (fence {claimed.fence}): {status}"
-    if external_id:
-        text += f", external id {external_id}"
-    text += f". What it returned: {content[:1500]}"
-    with transaction.atomic():
-        runtime = lock_session(claimed.session_id)  # no fence: evidence, not a record
-        row = ToolCall.objects.select_for_update().get(pk=call.id)
-        if row.status == C.RUNNING and not row.output:
-            row.output = text  # the new owner's in-doubt note will carry it
-        elif row.status == C.IN_DOUBT:
-            row.output = f"{row.output}\n\n{text}"
-        else:
-            text = ""  # already settled (re-sent with its key, or resolved): the log says it
-        if text:
-            row.save(update_fields=["output"])
-        data = {"tool_use_id": call.tool_use_id, "name": call.name, "status": status}
-        data.update(fence=claimed.fence, external_id=external_id, output=content[:1500])
-        events.append(
-            runtime, [EventSpec("tool.late_outcome", data, claimed.turn_id, claimed.owner)]
-        )
-
-
-# Starts what a slot that lost its claim left on a call it knew never left (note_never_sent).
-NEVER_SENT = "Never sent, said the slot that was running this call when it lost its claim"
-
-
-def note_never_sent(claimed: Claimed, call: CallState, *, status: str, reason: str) -> str:
-    """A slot lost its claim while `call` ran (its liveness lock went with a
-    cut connection; the slot was alive), and every try of the call had been
-    refused before it left the process (NotSent: its provider, or the link,
-    was down). That is certain, and it is evidence for the session's new
-    owner, which takes a not-idempotent call it finds `running` for one that
-    may have been sent, and asks a person. Under the session lock, unless a
-    later attempt or a person settled the call first (then only the event):
-
-    - still `running` (not judged yet): back to `status` (pending, or
-      approved), as retry_call_later would have put it; the new owner runs
-      it (mark_in_doubt finds it not running);
-    - `in_doubt`, its turn parked on it: back to be run again (approved, as
-      a person's "retry" does), and the turn resumes unless something else
-      holds it;
-    - `in_doubt` and closed with its ended turn: canceled (it never ran).
-
-    A person resolving the same call is serialized by the same lock: who
-    comes first wins, the other finds the new state (toolcall_resolve then
-    answers 409). No fence: evidence, not a record. Tried again on a lost
-    connection; a second run finds its own event and writes nothing.
-    Returns what became of the call (the event's `then`)."""
-    return retrying(
-        claimed,
-        "note of a call never sent",
-        lambda: _note_never_sent(claimed, call, status, reason),
-    )
-
-
-def _note_never_sent(claimed: Claimed, call: CallState, status: str, reason: str) -> str:
-    with transaction.atomic():
-        runtime = lock_session(claimed.session_id)
-        if _noted_never_sent(claimed, call):  # our first commit landed, its answer was lost
-            return "noted"
-        row = ToolCall.objects.select_for_update().get(pk=call.id)
-        then, to = _never_sent_then(row, call, status)
-        text = (
-            f"{NEVER_SENT} (fence {claimed.fence}, attempt {call.attempts}): every try was "
-            f"refused before it left the process, so it did not happen. {reason[:1500]}"
-        )
-        if to:
-            toolcall_move(row, to, output=text)
-        data = {"tool_use_id": call.tool_use_id, "name": call.name, "attempt": call.attempts}
-        data.update(fence=claimed.fence, then=then, status=row.status, reason=reason[:1500])
-        specs = [EventSpec("tool.never_sent", data, row.turn_id, claimed.owner)]
-        if then == "resumed":
-            resume_if_unblocked(runtime, row.turn_id, specs, claimed.owner)
-        events.append(runtime, specs)
-    return then
-
-
-def _never_sent_then(row: ToolCall, call: CallState, status: str) -> tuple[str, str]:
-    """(what becomes of a call that certainly never left, its new status or "")."""
-    if row.attempts != call.attempts:
-        return "settled", ""  # run again since (this was an earlier attempt)
-    if row.status == C.RUNNING:
-        return "to_run", status
-    if row.status == C.IN_DOUBT and row.result_position is None:
-        return "resumed", C.APPROVED
-    if row.status == C.IN_DOUBT:
-        return "closed", C.CANCELED
-    return "settled", ""  # a person resolved it first
-
-
-def _noted_never_sent(claimed: Claimed, call: CallState) -> bool:
-    noted = Event.objects.filter(
-        session_id=claimed.session_id, turn_id=claimed.turn_id, kind="tool.never_sent"
-    ).values_list("data", flat=True)
-    return any(
-        data.get("tool_use_id") == call.tool_use_id and data.get("fence") == claimed.fence
-        for data in map(json_column, noted)
-    )
-
-
-def resume_if_unblocked(
-    runtime: SessionRuntime, turn_id: int, specs: list[EventSpec], actor: str
-) -> None:
-    """After a call that held a parked turn was settled (a person's decision,
-    a sub-agent's answer, a call found never sent): if the turn waits on
-    nothing more, hand it back to a worker. (A turn still held by a worker
-    is left alone; it re-reads the calls under this same lock before it
-    would park.) The caller holds the session lock and appends `specs`."""
-    turn = Turn.objects.get(pk=turn_id)
-    if turn.status not in (T.WAITING, T.WAITING_SUBAGENT):
-        return
-    calls = ToolCall.objects.filter(session_id=turn.session_id, turn=turn)  # the session's index
-    if calls.filter(status__in=PARKED_CALLS).exists():
-        return
-    turn_move(turn, T.RESUMING)
-    session_move(runtime.session, Session.Status.RUNNING)
-    specs.append(EventSpec("turn.resuming", {"number": turn.number}, turn.id, actor))
-    dispatch.enqueue_on_commit(runtime.session_id)
-
-
 def retry_call_later(claimed: Claimed, call: CallState, status: str, reason: str) -> float:
     """`call` certainly never left (every try was refused: the provider is
     down). It goes back to `status` (pending, or approved) so the next claim
@@ -435,12 +304,17 @@ def retry_call_later(claimed: Claimed, call: CallState, status: str, reason: str
     tried again after the step backoff, counted like a model that is down
     (so bounded by AGENTDESK_MAX_STEP_ATTEMPTS). The caller enqueues. Tried
     again on a lost connection while the fence holds (store/retry.py); a
-    claim lost meanwhile is the caller's to note (note_never_sent)."""
-    return retrying(
-        claimed,
-        "retry of a call never sent",
-        lambda: _retry_call_later(claimed, call, status, reason),
-    )
+    claim lost meanwhile is the caller's to note (store.note_never_sent),
+    and a database away for longer, the watchdog's (evidence.py)."""
+    try:
+        return retrying(
+            claimed,
+            "retry of a call never sent",
+            lambda: _retry_call_later(claimed, call, status, reason),
+        )
+    except (OperationalError, InterfaceError):
+        never_sent_later(claimed, call, status=status, reason=reason)
+        raise
 
 
 def _retry_call_later(claimed: Claimed, call: CallState, status: str, reason: str) -> float:
