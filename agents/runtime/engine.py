@@ -271,12 +271,11 @@ def _not_sent(
         try:
             then = store.note_never_sent(claimed, call, status=before, reason=outcome.content)
             log.info("session %s: %s never sent, noted (%s)", claimed.session_id, call.name, then)
-        except Exception:  # the database away too: the log keeps it
+        except Exception:  # the database away again: the watchdog notes it once it is back
             log.warning(
-                "session %s: %s was never sent (%s); the claim was lost and it could not be noted",
+                "session %s: %s never sent, not noted yet",
                 claimed.session_id,
                 call.name,
-                outcome.content[:500],
                 exc_info=True,
             )
         raise

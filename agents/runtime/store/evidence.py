@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from django.db import connection, transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 
 from agents import events
 from agents.events import EventSpec
@@ -95,13 +95,18 @@ def note_never_sent(claimed: Claimed, call: CallState, *, status: str, reason: s
     A person resolving the same call is serialized by the same lock: who
     comes first wins, the other finds the new state (toolcall_resolve then
     answers 409). No fence: evidence, not a record. Tried again on a lost
-    connection; a second run finds its own event and writes nothing.
+    connection; a second run finds its own event and writes nothing; a
+    database away for longer leaves it to the watchdog (never_sent_later).
     Returns what became of the call (the event's `then`)."""
-    return retrying(
-        claimed,
-        "note of a call never sent",
-        lambda: _note_never_sent(claimed, call, status, reason),
-    )
+    try:
+        return retrying(
+            claimed,
+            "note of a call never sent",
+            lambda: _note_never_sent(claimed, call, status, reason),
+        )
+    except (OperationalError, InterfaceError):
+        never_sent_later(claimed, call, status=status, reason=reason)
+        raise
 
 
 def _note_never_sent(claimed: Claimed, call: CallState, status: str, reason: str) -> str:
