@@ -20,9 +20,9 @@ from django.utils import timezone
 from agents import budgets, events
 from agents.errors import Conflict
 from agents.events import EventSpec
-from agents.models import PARKED_CALLS, Event, Session, SessionRuntime, ToolCall, Turn
+from agents.models import Event, Session, SessionRuntime, ToolCall, Turn
 from agents.runtime import dispatch, hooks, store
-from agents.transitions import session_move, sql_moves, toolcall_move, turn_move
+from agents.transitions import sql_moves, toolcall_move
 
 T = Turn.Status
 C = ToolCall.Status
@@ -444,7 +444,7 @@ def toolcall_resolve(
                 who,
             )
         ]
-        resume_if_unblocked(runtime, call.turn_id, specs, who)
+        store.resume_if_unblocked(runtime, call.turn_id, specs, who)
         events.append(runtime, specs)
     return call
 
@@ -474,25 +474,7 @@ def toolcall_decided(
         parent = ToolCall.objects.select_for_update().get(pk=call.parent_id)
         if parent.status == C.WAITING:
             toolcall_move(parent, C.APPROVED)
-    resume_if_unblocked(runtime, call.turn_id, specs, actor)
-
-
-def resume_if_unblocked(
-    runtime: SessionRuntime, turn_id: int, specs: list[EventSpec], actor: str
-) -> None:
-    """After a human decision: if the parked turn waits on nothing more, hand
-    it back to a worker. (A turn still held by a worker is left alone; it
-    re-reads the calls under this same lock before it would park.)"""
-    turn = Turn.objects.get(pk=turn_id)
-    if turn.status not in (T.WAITING, T.WAITING_SUBAGENT):
-        return
-    calls = ToolCall.objects.filter(session_id=turn.session_id, turn=turn)  # the session's index
-    if calls.filter(status__in=PARKED_CALLS).exists():
-        return
-    turn_move(turn, T.RESUMING)
-    session_move(runtime.session, Session.Status.RUNNING)
-    specs.append(EventSpec("turn.resuming", {"number": turn.number}, turn.id, actor))
-    dispatch.enqueue_on_commit(runtime.session_id)
+    store.resume_if_unblocked(runtime, call.turn_id, specs, actor)
 
 
 def session_raise_budget(
@@ -532,6 +514,6 @@ def session_raise_budget(
             turn = Turn.objects.get(pk=runtime.current_turn_id)
             turn.error = ""  # the pause's reason; the timeline keeps it
             turn.save(update_fields=["error"])
-            resume_if_unblocked(runtime, turn.id, specs, who)
+            store.resume_if_unblocked(runtime, turn.id, specs, who)
         events.append(runtime, specs)
     return session

@@ -53,7 +53,9 @@ TOOL_MOVES: dict[str, frozenset[str]] = {
     # ...a running delegate call parks on its child, and a call that gates
     # inside (Code Mode, the browser) waits on an inner step's approval; a
     # call that certainly never left (the provider refused the connection)
-    # goes back to wait for its retry (runtime/store/control.py::retry_call_later).
+    # goes back to wait for its retry (runtime/store/control.py::retry_call_later,
+    # note_never_sent); a read-only call cut off by its turn's end changed
+    # nothing, so it is canceled, not in doubt (control.py::_close_call).
     C.RUNNING: frozenset(
         {
             C.SUCCEEDED,
@@ -64,6 +66,7 @@ TOOL_MOVES: dict[str, frozenset[str]] = {
             C.WAITING,
             C.PENDING,
             C.APPROVED,
+            C.CANCELED,
         }
     ),
     # A human resolves an in-doubt call: retry it (approved), or say what happened.

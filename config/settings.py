@@ -11,7 +11,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
+from config import keepalive
 from config.env import env_bool, env_float, env_int, env_json, env_list, env_str
 from config.security import DEV_SECRET_KEY, DEV_WEBHOOK_SECRET, refuse_insecure_production
 
@@ -139,6 +141,38 @@ DATABASES["default"].setdefault("OPTIONS", {}).update(
 # Which process a connection belongs to, in pg_stat_activity (unless the URL
 # names it: ?application_name=...).
 DATABASES["default"]["OPTIONS"].setdefault("application_name", f"agentdesk pid={os.getpid()}")
+# A database gone silent (a host cut off by the network) is given up on
+# within seconds, at both ends (config/keepalive.py says why): libpq's
+# timeouts and keepalives here, and the same keepalives asked of the server
+# for each connection, so that it frees a silent host's liveness locks and
+# row locks. The liveness connection (agents/runtime/ownership.py) is made
+# with these same parameters. The URL's own (?connect_timeout=...) win.
+AGENTDESK_DB_CONNECT_TIMEOUT_S = env_int(
+    "AGENTDESK_DB_CONNECT_TIMEOUT_S", keepalive.CONNECT_TIMEOUT_S
+)
+AGENTDESK_DB_KEEPALIVE_IDLE_S = env_int("AGENTDESK_DB_KEEPALIVE_IDLE_S", keepalive.IDLE_S)
+AGENTDESK_DB_KEEPALIVE_INTERVAL_S = env_int(
+    "AGENTDESK_DB_KEEPALIVE_INTERVAL_S", keepalive.INTERVAL_S
+)
+AGENTDESK_DB_KEEPALIVE_COUNT = env_int("AGENTDESK_DB_KEEPALIVE_COUNT", keepalive.COUNT)
+AGENTDESK_DB_TCP_USER_TIMEOUT_MS = env_int(
+    "AGENTDESK_DB_TCP_USER_TIMEOUT_MS", keepalive.USER_TIMEOUT_MS
+)
+# Off behind a pooler that refuses startup `options` (PgBouncer): then set
+# the server's (or the pooler's) keepalives in its own configuration.
+AGENTDESK_DB_SERVER_KEEPALIVE = env_bool("AGENTDESK_DB_SERVER_KEEPALIVE", True)
+_DB_LINK = (
+    AGENTDESK_DB_KEEPALIVE_IDLE_S,
+    AGENTDESK_DB_KEEPALIVE_INTERVAL_S,
+    AGENTDESK_DB_KEEPALIVE_COUNT,
+    AGENTDESK_DB_TCP_USER_TIMEOUT_MS,
+)
+for _name, _value in keepalive.client_options(AGENTDESK_DB_CONNECT_TIMEOUT_S, *_DB_LINK).items():
+    DATABASES["default"]["OPTIONS"].setdefault(_name, _value)
+if AGENTDESK_DB_SERVER_KEEPALIVE:
+    DATABASES["default"]["OPTIONS"]["options"] = keepalive.startup_options(
+        keepalive.server_gucs(*_DB_LINK), DATABASES["default"]["OPTIONS"].get("options", "")
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -208,13 +242,28 @@ CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 960)
 # the re-enqueue of a session whose worker died go in at 0, so recovery never
 # waits behind a backlog of routine work (see agents/runtime/dispatch.py).
 CELERY_TASK_DEFAULT_PRIORITY = 6
+# A broker across a cut or silent link must not hold a send (a slot's, beat's)
+# or the consumer for the kernel's minutes: give up and let retries speak.
+# socket_timeout bounds every blocking read, so it must stay above kombu's
+# BRPOP poll (1 s: kombu's Redis transport asks BRPOP to answer within that
+# when no message waits, and no polling_interval is set here); keepalive
+# (the database's figures, config/keepalive.py) ends a consumer's link that
+# went silent while it waited in BRPOP within about 11 s, where kombu's own
+# check of an overdue BRPOP reply takes 26 s or more.
+AGENTDESK_BROKER_SOCKET_TIMEOUT_S = env_float("AGENTDESK_BROKER_SOCKET_TIMEOUT_S", 5.0)
+if AGENTDESK_BROKER_SOCKET_TIMEOUT_S <= 2:
+    raise ImproperlyConfigured(
+        "AGENTDESK_BROKER_SOCKET_TIMEOUT_S must be above 2 s: every BRPOP poll of the "
+        "broker blocks up to 1 s, and a reply late past the timeout drops the connection"
+    )
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600),
     "priority_steps": [0, 3, 6, 9],
     "queue_order_strategy": "priority",
-    # A broker across a cut link must not hold a slot's send (or the
-    # consumer) for the kernel's minutes: give up and let retries speak.
     "socket_connect_timeout": 5,
+    "socket_timeout": AGENTDESK_BROKER_SOCKET_TIMEOUT_S,
+    "socket_keepalive": True,
+    "socket_keepalive_options": keepalive.socket_options(),
 }
 CELERY_BEAT_SCHEDULE = {
     "sweep-sessions": {

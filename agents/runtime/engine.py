@@ -219,8 +219,9 @@ def _run_tool(
             "The slot running this call lost its claim mid-call (its worker died, or lost "
             "its database connection); the call may or may not have happened."
         )
-        store.mark_in_doubt(claimed, call, note)
-        return Stop.PARKED
+        if store.mark_in_doubt(claimed, call, note):
+            return Stop.PARKED
+        return _tool_step(claimed, profile, call)  # that slot said it never left: run it
     if reissued:  # read-only or idempotent by key: safe to send again, same key
         store.mark_reissued(claimed, call)
     started = time.monotonic()
@@ -228,12 +229,7 @@ def _run_tool(
     pool.give_back()  # the call may take seconds: hold no connection meanwhile
     outcome = tooling.execute(tool, _context(claimed, profile, call), call.input)
     if outcome.status == tooling.NOT_SENT:  # it never left: wait for the provider
-        if call.attempts <= settings.AGENTDESK_TOOL_UNAVAILABLE_RETRIES:
-            step.end("retry_later")
-            delay = store.retry_call_later(claimed, call, before, outcome.content)
-            dispatch.enqueue(claimed.session_id, countdown=delay)
-            return Stop.RETRY_LATER
-        outcome = tooling.Outcome(S.FAILED, outcome.content, is_error=True)  # tell the model
+        return _not_sent(claimed, call, outcome, before, step, _ms(started), reissued)
     if outcome.status == S.WAITING_SUBAGENT or outcome.asked is not None:
         step.end(outcome.status)
         if outcome.asked is not None:  # an inner step waits for a person
@@ -246,6 +242,44 @@ def _run_tool(
         return Stop.PARKED
     _record_or_note_late(claimed, call, outcome, _ms(started), reissued)
     step.end(outcome.status)
+    return None
+
+
+def _not_sent(
+    claimed: Claimed,
+    call: CallState,
+    outcome: tooling.Outcome,
+    before: str,
+    step: observe.Step,
+    ms: int,
+    reissued: bool,
+) -> Stop | None:
+    """Every try was refused before it left: back to `before`, tried again
+    later, or past AGENTDESK_TOOL_UNAVAILABLE_RETRIES the model is told. A
+    claim lost meanwhile (the link cut under both) leaves that certainty to
+    the new owner, which would otherwise take a not-idempotent call found
+    running for one that may have happened (store.note_never_sent)."""
+    try:
+        if call.attempts <= settings.AGENTDESK_TOOL_UNAVAILABLE_RETRIES:
+            step.end("retry_later")
+            delay = store.retry_call_later(claimed, call, before, outcome.content)
+            dispatch.enqueue(claimed.session_id, countdown=delay)
+            return Stop.RETRY_LATER
+        failed = tooling.Outcome(S.FAILED, outcome.content, is_error=True)  # tell the model
+        _record(claimed, call, failed, ms=ms, reissued=reissued)
+    except store.LostClaim:
+        try:
+            then = store.note_never_sent(claimed, call, status=before, reason=outcome.content)
+            log.info("session %s: %s never sent, noted (%s)", claimed.session_id, call.name, then)
+        except Exception:  # the database away again: the watchdog notes it once it is back
+            log.warning(
+                "session %s: %s never sent, not noted yet",
+                claimed.session_id,
+                call.name,
+                exc_info=True,
+            )
+        raise
+    step.end(S.FAILED)
     return None
 
 

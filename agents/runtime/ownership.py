@@ -138,16 +138,16 @@ class _Liveness:
 
 
 def _connect_params() -> dict:
-    """Where the default database is (the test database under pytest), for a
-    plain psycopg connection outside Django's pool."""
-    settings = connections["default"].settings_dict
-    name = settings["OPTIONS"].get("application_name") or f"agentdesk pid={os.getpid()}"
-    params = {"dbname": settings["NAME"], "application_name": name}
-    for ours, theirs in (("USER", "user"), ("PASSWORD", "password"), ("HOST", "host")):
-        if settings.get(ours):
-            params[theirs] = settings[ours]
-    if settings.get("PORT"):
-        params["port"] = settings["PORT"]
+    """The default database (the test database under pytest) for a plain
+    psycopg connection outside Django's pool, with every libpq parameter
+    Django's own connections are made with: the timeouts and keepalives of
+    both ends among them (settings.py, config/keepalive.py), without which
+    a host gone silent would keep this lock, and so its sessions, for
+    hours. Less what only Django's cursors read."""
+    params = connections["default"].get_connection_params()
+    for django_only in ("cursor_factory", "context", "prepare_threshold"):
+        params.pop(django_only, None)
+    params["application_name"] = params.get("application_name") or f"agentdesk pid={os.getpid()}"
     return params
 
 

@@ -50,6 +50,7 @@ def _run() -> None:
             ownership.check_liveness()
             connection.close_if_unusable_or_obsolete()
             store.abandon_pending()  # claims a lost connection kept us from letting go
+            store.never_sent_pending()  # ...and calls it kept us from saying never left
             sweeper.sweep()
         except Exception:  # database or Redis away: try again next interval
             log.warning("sweeper thread: sweep failed; retrying", exc_info=True)

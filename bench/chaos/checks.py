@@ -367,8 +367,9 @@ def _unknown_outcomes(found: Findings, world: World) -> None:
         mine = [e for e in events if e.data.get("tool_use_id") == call.tool_use_id]
         key = f"{world.sessions[call.session_id].key} {call.name} {call.tool_use_id}"
         if call.kind == NOT_IDEMPOTENT:
-            if call.attempts > 1 or any(e.kind == "tool.reissued" for e in mine):
-                found.fail(7, f"{key}: not idempotent, yet sent {call.attempts} times")
+            sent = attempts_sent(call.attempts, mine)
+            if sent > 1 or any(e.kind == "tool.reissued" for e in mine):
+                found.fail(7, f"{key}: not idempotent, yet sent {sent} times")
         if call.status == C.IN_DOUBT:
             if not any(e.kind == "tool.in_doubt" for e in mine):
                 found.fail(7, f"{key}: in_doubt without a tool.in_doubt event (invisible)")
@@ -390,6 +391,23 @@ def _unknown_outcomes(found: Findings, world: World) -> None:
         elif have < ok:
             found.lost_effects += ok - have
             found.fail(7, f"{session.key}: {ok} escalations succeeded, {have} exist")
+
+
+# Events that put an attempt back because it certainly never left: its
+# provider refused every try (tool.unavailable), or the slot that lost its
+# claim meanwhile said so (tool.never_sent, when it sent the call back to run).
+NEVER_LEFT = {"tool.unavailable": None, "tool.never_sent": {"to_run", "resumed", "closed"}}
+
+
+def attempts_sent(attempts: int, events: list[Event]) -> int:
+    """A call's attempts that may have left the process: all of them, less
+    those its events say were put back before they could."""
+    back = 0
+    for event in events:
+        if event.kind in NEVER_LEFT:
+            thens = NEVER_LEFT[event.kind]
+            back += thens is None or event.data.get("then") in thens
+    return attempts - back
 
 
 def _effect(call: ToolCall, world: World) -> str:

@@ -139,7 +139,11 @@ class PostgresServer:
     root)."""
 
     def __init__(
-        self, run_dir: Path, host: str = "127.0.0.1", prefix: list[str] | None = None
+        self,
+        run_dir: Path,
+        host: str = "127.0.0.1",
+        prefix: list[str] | None = None,
+        keepalive: bool = True,
     ) -> None:
         bindir = postgres_bindir()
         if bindir is None:
@@ -150,6 +154,9 @@ class PostgresServer:
         self.data = Path(tempfile.mkdtemp(prefix="agentdesk-chaos-pg-"))
         self.host = host
         self.prefix = prefix or []
+        # False: the kernel's keepalive defaults (2 h), as a stock postgres:16
+        # has them; only what clients ask for themselves then applies.
+        self.keepalive = keepalive
         self.url = f"postgres://postgres@{host}:{self.port}/postgres"
         self.starts = 0
         self.crashing = False  # the nemesis took it down: not a death by itself
@@ -196,15 +203,18 @@ class PostgresServer:
             # campaign then finds side effects our database no longer knows of
             # (seen: two replies for one turn, a tool_result without its tool_use).
             f"-p {self.port} -c listen_addresses={listen} -k {self.data} -c fsync=off "
-            "-c full_page_writes=off -c max_connections=400 "
+            "-c full_page_writes=off -c max_connections=400"
+        )
+        if self.keepalive:
             # A partition's far side: the server drops a silent client within
             # a few seconds (its liveness locks go with it), as production's
             # keepalive settings would: an idle connection after 2 s + 2
             # unanswered probes 1 s apart, one with data unacknowledged (a
             # reply sent into the partition) after 5 s.
-            "-c tcp_keepalives_idle=2 -c tcp_keepalives_interval=1 -c tcp_keepalives_count=2 "
-            "-c tcp_user_timeout=5000"
-        )
+            options += (
+                " -c tcp_keepalives_idle=2 -c tcp_keepalives_interval=1"
+                " -c tcp_keepalives_count=2 -c tcp_user_timeout=5000"
+            )
         self.starts += 1
         log = self.data / f"postgres-{self.starts}.log"
         self._run(

@@ -14,6 +14,9 @@ from django.db import connection
 from django.test import Client
 
 from agents.models import Event, Message, Session, ToolCall, Turn
+from agents.runtime import store
+from agents.runtime.ownership import Owner
+from agents.runtime.state import CallState, Claimed
 from api.inbound import sign
 from tests.processes import wait_for
 
@@ -173,3 +176,41 @@ def take_over_liveness(owner: str, process_key: int) -> None:
             timeout=20,
             what="the worker to draw a new liveness key",
         )
+
+
+def call_running(
+    key: str, owner: Owner, *, name: str, kind: str, arguments: dict[str, Any] | None = None
+) -> tuple[Session, Claimed]:
+    """A session whose turn's reply asked for one call, claimed by `owner`
+    by hand and the call marked running, as recording a reply marks its
+    first call: for tests of the store's transitions without a model."""
+    from agents.services import message_post, session_get_or_create
+
+    session = session_get_or_create(key=key)
+    message_post(key=key, text="Hello, I need help.")
+    claimed = store.claim(session.id, owner)
+    assert claimed is not None
+    use_id = f"toolu_{name}"
+    arguments = arguments or {}
+    call = {
+        "tool_use_id": use_id,
+        "idempotency_key": f"{key}:{use_id}",
+        "name": name,
+        "kind": kind,
+        "status": "running",
+        "input": arguments,
+        "output": "",
+        "attempts": 1,
+    }
+    _, ids = store.record_reply(
+        claimed,
+        content=[{"type": "tool_use", "id": use_id, "name": name, "input": arguments}],
+        calls=[call],
+        approvals=[],
+        event_list=[{"kind": "model.replied", "data": {"stop_reason": "tool_use"}}],
+        in_tokens=10,
+        out_tokens=5,
+        finish=False,
+    )
+    claimed.calls = [CallState.from_recorded(call, ids[use_id])]
+    return session, claimed

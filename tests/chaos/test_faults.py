@@ -23,8 +23,15 @@ import time
 
 import pytest
 
+from agents.models import Event
 from bench.chaos import netns
-from bench.chaos.checks import self_exit_problems, seq_problems, settle_problems, steady_problems
+from bench.chaos.checks import (
+    attempts_sent,
+    self_exit_problems,
+    seq_problems,
+    settle_problems,
+    steady_problems,
+)
 from bench.chaos.proxy import Proxy
 from bench.chaos.stack import postgres_bindir
 from tests.processes import ROOT, wait_for
@@ -56,6 +63,21 @@ def test_a_gap_or_a_duplicate_seq_is_named():
     assert seq_problems([1, 2, 4]) == ["gaps: seqs [3] missing below 4"]
     assert seq_problems([1, 2, 2, 3]) == ["seqs recorded more than once: [2]"]
     assert seq_problems([2, 1, 3]) == ["seqs out of order: [2, 1, 3]"]
+
+
+def test_only_attempts_that_may_have_left_count_as_sends():
+    """Invariant 7: a not-idempotent call sent twice is a violation, but an
+    attempt put back because it certainly never left (its provider refused
+    every try; the slot that lost its claim said so) was not a send."""
+
+    def event(kind: str, **data) -> Event:
+        return Event(kind=kind, data={"tool_use_id": "toolu_1", **data})
+
+    assert attempts_sent(1, []) == 1
+    assert attempts_sent(2, []) == 2  # sent twice
+    assert attempts_sent(2, [event("tool.unavailable")]) == 1
+    assert attempts_sent(2, [event("tool.in_doubt"), event("tool.never_sent", then="resumed")]) == 1
+    assert attempts_sent(2, [event("tool.never_sent", then="settled")]) == 2  # said too late
 
 
 def test_a_turn_left_unsettled_a_minute_after_the_faults_is_a_violation():

@@ -7,7 +7,10 @@
   fence, no read-before-write;
 - `control`: the control transitions, everything rarer (mark running / reissued / in doubt, park
   for a human, cancel, fail, back off), ORM inside `transaction.atomic()`;
+- `evidence`: what a slot that lost its claim learned (a late outcome; a call never sent);
+- `resume`: a parked turn whose calls were settled handed back to a worker;
 - `lock`: the session lock they all take, and LostClaim;
+- `retry`: a record (and the writes of a step that backs off) tried again on a lost connection;
 - `pool`: giving the borrowed connection back before a network wait;
 - `steps`: a running call's inner steps (begin, end, park on one).
 
@@ -24,14 +27,15 @@ from agents.runtime.store.control import (
     mark_in_doubt,
     mark_reissued,
     mark_running,
-    note_late_outcome,
     note_step_failure,
     park,
     retry_call_later,
     undone_actions,
 )
+from agents.runtime.store.evidence import never_sent_pending, note_late_outcome, note_never_sent
 from agents.runtime.store.hot import record_reply, record_tool_result
 from agents.runtime.store.lock import LostClaim, lock_session
+from agents.runtime.store.resume import resume_if_unblocked
 from agents.runtime.store.retry import Recorded, record_retrying
 
 __all__ = [
@@ -51,7 +55,10 @@ __all__ = [
     "mark_reissued",
     "mark_running",
     "note_late_outcome",
+    "note_never_sent",
+    "never_sent_pending",
     "note_step_failure",
+    "resume_if_unblocked",
     "retry_call_later",
     "undone_actions",
     "park",

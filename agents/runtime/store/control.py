@@ -1,6 +1,7 @@
 """The control transitions (DESIGN: a step that is neither a model call nor a
 tool call) and the rarer writes: marking a call before it leaves, parking for a
-human, in doubt, cancel, failure, backoff.
+human, in doubt, cancel, failure, backoff. (What a slot that lost its claim
+learned: evidence.py; a parked turn handed back: resume.py.)
 
 Each runs in `transaction.atomic()` with the session's runtime row locked
 and the fence checked (store.lock), through the ORM: they are not per-step
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
 from agents import events
@@ -22,9 +23,11 @@ from agents.models import PARKED_CALLS, Event, Session, SessionRuntime, ToolCall
 from agents.observability import observe
 from agents.runtime import hooks
 from agents.runtime.state import CallState, Claimed
+from agents.runtime.store.evidence import LATE_OUTCOME, never_sent_later
 from agents.runtime.store.lock import lock_session
+from agents.runtime.store.retry import retrying
 from agents.tools.base import UNAVAILABLE, Kind
-from agents.transitions import check_tool_move, session_move, toolcall_move, turn_move
+from agents.transitions import session_move, toolcall_move, turn_move
 
 C = ToolCall.Status
 T = Turn.Status
@@ -47,19 +50,27 @@ def mark_reissued(claimed: Claimed, call: CallState) -> None:
     with transaction.atomic():
         runtime = lock_session(claimed.session_id, claimed.fence)
         row = ToolCall.objects.select_for_update().get(pk=call.id)
-        check_tool_move(row, C.RUNNING)
-        row.attempts, row.started_at = row.attempts + 1, timezone.now()
-        row.save(update_fields=["attempts", "started_at"])
+        # Put back by the slot before us, which knew it never left
+        # (note_never_sent): marked running again, as any new attempt is.
+        toolcall_move(row, C.RUNNING, attempts=row.attempts + 1, started_at=timezone.now())
         data = {"tool_use_id": call.tool_use_id, "name": call.name, "attempt": row.attempts}
         events.append(runtime, [EventSpec("tool.reissued", data, claimed.turn_id, claimed.owner)])
-    call.attempts = row.attempts
+    call.status, call.attempts = C.RUNNING, row.attempts
 
 
-def mark_in_doubt(claimed: Claimed, call: CallState, note: str) -> None:
-    """The outcome cannot be known: stop and ask a human (never resend)."""
+def mark_in_doubt(claimed: Claimed, call: CallState, note: str) -> bool:
+    """The outcome cannot be known: stop and ask a human (never resend).
+
+    False, with nothing written, when the call is not running any more: the
+    slot that lost its claim while it ran put it back, having learned that
+    it never left (note_never_sent), so it is to be run, not doubted; `call`
+    then shows the status it was put back to."""
     with transaction.atomic():
         runtime = lock_session(claimed.session_id, claimed.fence)
         row = ToolCall.objects.select_for_update().get(pk=call.id)
+        if row.status != C.RUNNING:
+            call.status, call.output = row.status, row.output
+            return False
         if row.output.startswith(LATE_OUTCOME):  # the previous slot already told us
             note = f"{note}\n\n{row.output}"
         toolcall_move(row, C.IN_DOUBT, output=note, finished_at=timezone.now())
@@ -81,6 +92,7 @@ def mark_in_doubt(claimed: Claimed, call: CallState, note: str) -> None:
             ],
         )
     call.status = C.IN_DOUBT
+    return True
 
 
 def park(claimed: Claimed) -> bool:
@@ -175,14 +187,18 @@ def _close_call(
 ) -> None:
     """One open call of an ending turn gets its tool_result row."""
     to = call.status
-    if call.status == C.RUNNING:
+    text = "Canceled by an operator before this tool ran."
+    if call.status == C.RUNNING and call.kind == Kind.READ_ONLY:
+        # A lookup changed nothing whether or not it got through: there is
+        # nothing for a person to check.
+        to, text = C.CANCELED, STOPPED_READ_ONLY
+    elif call.status == C.RUNNING:
         # It may have left the process (a poison step): unknown, not undone.
         to = C.IN_DOUBT
         data = {"tool_use_id": call.tool_use_id, "name": call.name}
         specs.append(EventSpec("tool.in_doubt", data, turn.id, actor))
     elif call.status not in (C.FAILED, C.DENIED, C.CANCELED, C.SUCCEEDED, C.IN_DOUBT):
         to = C.CANCELED
-    text = "Canceled by an operator before this tool ran."
     if to == C.IN_DOUBT:
         text = "The turn ended; the outcome of this call is unknown."
     elif to != C.CANCELED:
@@ -201,16 +217,34 @@ def _close_call(
         )
     )
     finished_at = call.finished_at or now
+    output = call.output
+    if call.status == C.RUNNING:  # the desk shows why (with any late outcome noted)
+        output = f"{text}\n\n{output}" if output else text
     toolcall_move(
-        call, to, result_position=runtime.transcript_len, is_error=True, finished_at=finished_at
+        call,
+        to,
+        result_position=runtime.transcript_len,
+        is_error=True,
+        finished_at=finished_at,
+        output=output,
     )
     runtime.transcript_len += 1
 
 
+# A read-only call still running when its turn ended (_close_call, _close_inner_step).
+STOPPED_READ_ONLY = (
+    "Stopped when the turn ended, before its result was recorded. It only reads, so "
+    "nothing was changed either way."
+)
+
+
 def _close_inner_step(call: ToolCall, now: datetime) -> None:
     """An inner step of a call that ends with its turn: one that may have
-    left is unknown, one that never started is canceled."""
-    if call.status == C.RUNNING:
+    left is unknown, unless its kind says it only reads; one that never
+    started is canceled."""
+    if call.status == C.RUNNING and call.kind == Kind.READ_ONLY:
+        toolcall_move(call, C.CANCELED, finished_at=now, output=STOPPED_READ_ONLY)
+    elif call.status == C.RUNNING:
         toolcall_move(call, C.IN_DOUBT, finished_at=now)
     elif call.status in (C.PENDING, C.WAITING, C.APPROVED):
         toolcall_move(call, C.CANCELED, finished_at=now)
@@ -231,9 +265,19 @@ def fail_turn(claimed: Claimed, reason: str) -> None:
 
 def note_step_failure(claimed: Claimed, kind: str, reason: str) -> float:
     """A step could not be done now (e.g. the model is overloaded): count the
-    attempt, release, and say when to try again. The caller enqueues."""
+    attempt, release, and say when to try again. The caller enqueues. A lost
+    connection does not give the step up (the next claim would be taken for
+    a recovery): tried again while the fence holds (store/retry.py)."""
+    return retrying(
+        claimed, "note of a failed step", lambda: _note_step_failure(claimed, kind, reason)
+    )
+
+
+def _note_step_failure(claimed: Claimed, kind: str, reason: str) -> float:
     with transaction.atomic():
         runtime = lock_session(claimed.session_id, claimed.fence)
+        if runtime.owner != claimed.owner:  # released by this very note: its answer was lost
+            return _wait_left(runtime)
         runtime.step_attempts += 1
         delay = backoff_s(runtime.step_attempts, base=2.0, cap=60.0)
         runtime.wake_at = timezone.now() + timedelta(seconds=delay)
@@ -244,39 +288,13 @@ def note_step_failure(claimed: Claimed, kind: str, reason: str) -> float:
     return delay
 
 
-# Starts what a slot that lost its claim mid-call learned (note_late_outcome).
-LATE_OUTCOME = "Late outcome, from the slot that was running this call when it lost its claim"
-
-
-def note_late_outcome(
-    claimed: Claimed, call: CallState, *, status: str, content: str, external_id: str = ""
-) -> None:
-    """A slot lost its claim (its liveness lock went with a cut connection;
-    it was alive) while `call` ran, and then learned how the call ended: not
-    a record (the fence moved on, so this changes no state), but evidence,
-    kept where the person deciding the call sees it. The new owner takes a
-    not-idempotent call found running for in doubt; its note, on the call's
-    output, gets this appended (mark_in_doubt reads it if it comes first)."""
-    text = f"{LATE_OUTCOME} (fence {claimed.fence}): {status}"
-    if external_id:
-        text += f", external id {external_id}"
-    text += f". What it returned: {content[:1500]}"
-    with transaction.atomic():
-        runtime = lock_session(claimed.session_id)  # no fence: evidence, not a record
-        row = ToolCall.objects.select_for_update().get(pk=call.id)
-        if row.status == C.RUNNING and not row.output:
-            row.output = text  # the new owner's in-doubt note will carry it
-        elif row.status == C.IN_DOUBT:
-            row.output = f"{row.output}\n\n{text}"
-        else:
-            text = ""  # already settled (re-sent with its key, or resolved): the log says it
-        if text:
-            row.save(update_fields=["output"])
-        data = {"tool_use_id": call.tool_use_id, "name": call.name, "status": status}
-        data.update(fence=claimed.fence, external_id=external_id, output=content[:1500])
-        events.append(
-            runtime, [EventSpec("tool.late_outcome", data, claimed.turn_id, claimed.owner)]
-        )
+def _wait_left(runtime: SessionRuntime) -> float:
+    """The backoff a committed note set, as much of it as is left. (Only the
+    owner clears `owner`, under its fence: with the fence still ours and no
+    owner, the note that released the session was ours.)"""
+    if runtime.wake_at is None:
+        return 0.0
+    return max(0.0, (runtime.wake_at - timezone.now()).total_seconds())
 
 
 def retry_call_later(claimed: Claimed, call: CallState, status: str, reason: str) -> float:
@@ -284,9 +302,27 @@ def retry_call_later(claimed: Claimed, call: CallState, status: str, reason: str
     down). It goes back to `status` (pending, or approved) so the next claim
     does not take it for a call a dead owner may have sent, and the step is
     tried again after the step backoff, counted like a model that is down
-    (so bounded by AGENTDESK_MAX_STEP_ATTEMPTS). The caller enqueues."""
+    (so bounded by AGENTDESK_MAX_STEP_ATTEMPTS). The caller enqueues. Tried
+    again on a lost connection while the fence holds (store/retry.py); a
+    claim lost meanwhile is the caller's to note (store.note_never_sent),
+    and a database away for longer, the watchdog's (evidence.py)."""
+    try:
+        return retrying(
+            claimed,
+            "retry of a call never sent",
+            lambda: _retry_call_later(claimed, call, status, reason),
+        )
+    except (OperationalError, InterfaceError):
+        never_sent_later(claimed, call, status=status, reason=reason)
+        raise
+
+
+def _retry_call_later(claimed: Claimed, call: CallState, status: str, reason: str) -> float:
     with transaction.atomic():
         runtime = lock_session(claimed.session_id, claimed.fence)
+        if runtime.owner != claimed.owner:  # put back by this very write: its answer was lost
+            call.status = status
+            return _wait_left(runtime)
         row = ToolCall.objects.select_for_update().get(pk=call.id)
         toolcall_move(row, status)
         runtime.step_attempts += 1

@@ -13,6 +13,11 @@ One case is ambiguous: the connection was lost after the server committed
 but before it answered. Then the row at the record's transcript position is
 already there, and writing again would be wrong: the record is given up
 (`Recorded`) and the next claim carries on from the durable state.
+
+The rarer writes of a step that cannot go on now (a model that is down, a
+tool's provider that refused: store/control.py) are tried again the same
+way (`retrying`); they write no transcript row, so each tells by itself
+that its first commit landed, and then writes nothing more.
 """
 
 from __future__ import annotations
@@ -40,26 +45,44 @@ class Recorded(Exception):
 
 def record_retrying(claimed: Claimed, record: Callable[[], R]) -> R:
     position = claimed.transcript_base + len(claimed.transcript)  # where this record goes
+    return _retrying(claimed, "record", record, lambda: _written(claimed.session_id, position))
+
+
+def retrying(claimed: Claimed, what: str, write: Callable[[], R]) -> R:
+    """Another write of the claim's (`what` names it in the log) tried again
+    the same way: a step backing off after its model or its tool's provider
+    failed (store/control.py) must not be given up, and the step done again,
+    for a connection blip. `write` checks the fence itself and must be safe
+    to run twice: its first commit may have landed with the answer lost."""
+    return _retrying(claimed, what, write, None)
+
+
+def _retrying(
+    claimed: Claimed, what: str, write: Callable[[], R], written: Callable[[], bool] | None
+) -> R:
     deadline = time.monotonic() + settings.AGENTDESK_RECORD_RETRY_S
     attempt = 0
     while True:
         try:
-            return record()
+            return write()
         except (OperationalError, InterfaceError) as exc:
             attempt += 1
             _drop_connection()
             if time.monotonic() > deadline:
                 raise
             log.warning(
-                "session %s: record lost its connection (%s); trying again (%d)",
+                "session %s: %s lost its connection (%s); trying again (%d)",
                 claimed.session_id,
+                what,
                 str(exc).strip()[:200],
                 attempt,
             )
             time.sleep(backoff_s(attempt, base=0.2, cap=2.0))
+            if written is None:
+                continue
             try:
-                if _written(claimed.session_id, position):
-                    raise Recorded(f"session {claimed.session_id}: position {position}") from exc
+                if written():
+                    raise Recorded(f"session {claimed.session_id}: {what} committed") from exc
             except (OperationalError, InterfaceError):
                 _drop_connection()  # still away: the next try says so
 

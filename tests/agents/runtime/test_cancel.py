@@ -8,11 +8,20 @@ import pytest
 
 from agents.errors import Conflict
 from agents.models import Message, Session, ToolCall, Turn
-from agents.runtime import dispatch, live
+from agents.runtime import dispatch, live, store
+from agents.runtime.ownership import Owner
+from agents.runtime.store import steps as inner_steps
+from agents.runtime.store.control import STOPPED_READ_ONLY
 from agents.services import message_post, turn_cancel
 from approvals.models import Approval
 from approvals.services import approval_decide
-from tests.agents.helpers import assert_invariants, deliver_ticket, kinds, wait_turn
+from tests.agents.helpers import (
+    assert_invariants,
+    call_running,
+    deliver_ticket,
+    kinds,
+    wait_turn,
+)
 from tests.processes import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -130,3 +139,85 @@ def test_cancel_with_nothing_running_is_a_conflict(sandbox, alice):
     assert Turn.objects.get(pk=turn.pk).status == "canceled"
     with pytest.raises(Conflict):
         turn_cancel(session_id=turn.session_id, user=alice)
+
+
+def test_a_lookup_running_when_a_cancel_ends_its_turn_is_canceled_not_in_doubt(
+    sandbox, workers, alice
+):
+    """Issue 26 (the chaos campaign's ticket:175): a read-only call found
+    running by the claim that honours a cancel went `in_doubt`, with no
+    output, and a person was asked whether a lookup had happened. It
+    changed nothing either way: canceled, and the desk says so."""
+    victim = workers.start("victim")
+    held = sandbox.fault(
+        target="helpdesk",
+        kind="hold",
+        count=1,
+        latency_ms=60_000,
+        match={"path_prefix": "/helpdesk/orders"},
+    )
+    session = deliver_ticket(
+        sandbox.ticket(
+            email="alice.martin@example.com",
+            subject="Where is my order ORD-1002?",
+            body="Hi, could you tell me where order ORD-1002 is? Thanks",
+            order_id="ORD-1002",
+        )
+    )
+    lookup = wait_for(
+        lambda: ToolCall.objects.filter(
+            session=session, name="lookup_order", status="running"
+        ).first(),
+        timeout=60,
+        what="the order lookup in flight",
+    )
+    wait_for(
+        lambda: any(
+            r["id"] == held["id"] and r["holding"] for r in sandbox.get("/_faults")["faults"]
+        ),
+        what="the lookup held at the helpdesk",
+    )
+    victim.kill(signal.SIGKILL)  # its slot is gone mid-lookup
+    victim.popen.wait(10)
+    turn_cancel(session_id=session.id, user=alice)  # honoured by the next claim
+    workers.start("rescuer")
+
+    turn = wait_turn(session, timeout=30)
+
+    assert turn.status == "canceled", workers.logs()
+    lookup.refresh_from_db()
+    assert lookup.status == "canceled" and lookup.output == STOPPED_READ_ONLY
+    result = Message.objects.get(session=session, position=lookup.result_position).content[0]
+    assert result["is_error"] and "nothing was changed" in result["content"]
+    assert "tool.in_doubt" not in kinds(session)
+    assert Session.objects.get(pk=session.pk).status == "canceled"  # nobody is asked
+    assert_invariants(session)
+
+
+def test_inner_steps_cut_off_by_the_end_of_their_turn_are_in_doubt_unless_they_only_read(broker):
+    """A call that gates inside (Code Mode, the browser) ran three inner
+    steps when its turn ended: the one that only reads is canceled; one that
+    may have changed something, or whose kind is not known, is in doubt."""
+    owner = Owner(name="test-worker:1/1", process=0)
+    session, claimed = call_running(
+        "ticket:inner-cut", owner, name="run_code", kind="not_idempotent"
+    )
+    (call,) = claimed.calls
+    inner_steps.begin(claimed, call, 1, "lookup_order", {"order_id": "ORD-1"}, "read_only")
+    inner_steps.begin(claimed, call, 2, "escalate_to_human", {"reason": "x"}, "not_idempotent")
+    inner_steps.begin(claimed, call, 3, "fetch", {"url": "x"}, "")
+
+    store.cancel_turn(claimed)
+
+    steps = {
+        c.step: (c.status, c.output)
+        for c in ToolCall.objects.filter(session=session, parent_id=call.id)
+    }
+    assert steps == {
+        1: ("canceled", STOPPED_READ_ONLY),
+        2: ("in_doubt", ""),
+        3: ("in_doubt", ""),
+    }
+    outer = ToolCall.objects.get(pk=call.id)
+    assert outer.status == "in_doubt"
+    assert outer.output == "The turn ended; the outcome of this call is unknown."
