@@ -51,6 +51,9 @@ def message(task: str, session_id: int, *, countdown: float | None, priority: in
         "group": None,
         "group_index": None,
         "retries": 0,
+        # As send_task writes it in a process whose Celery app is not
+        # finalized (a web process); a worker's adds the configured limits,
+        # which a worker applies when the message names none.
         "timelimit": [None, None],
         "root_id": task_id,
         "parent_id": None,

@@ -25,7 +25,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def fresh_pool(transactional_db):
     """These tests kill pooled connections on purpose: the next test file on
     this pytest worker gets a pool with none of them (torn down before the
-    database flush, which then borrows from a new pool)."""
+    database flush, which then borrows from a new pool). And each starts on
+    a new pool: other tests' threads leave connections on the old one's shelf."""
+    connection.close()
+    connection.close_pool()
     yield
     connection.close()
     connection.close_pool()
