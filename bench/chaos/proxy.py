@@ -39,6 +39,7 @@ class Proxy:
         self._held: set[socket.socket] = set()
         self._stop = threading.Event()
         self._listener: socket.socket | None = None
+        self.refused = 0  # connections turned away while cut
 
     def start(self) -> Proxy:
         listener = socket.socket()
@@ -109,6 +110,7 @@ class Proxy:
                 continue
             if self.mode == CUT:
                 _reset(client)  # as good as refused: a reset before any byte
+                self.refused += 1
                 continue
             if self.mode == BLACKHOLE:
                 with self._lock:

@@ -12,7 +12,9 @@ never a second write).
 One case is ambiguous: the connection was lost after the server committed
 but before it answered. Then the row at the record's transcript position is
 already there, and writing again would be wrong: the record is given up
-(`Recorded`) and the next claim carries on from the durable state.
+(`Recorded`) and the next claim carries on from the durable state. So
+nothing is written again until the database has answered that question
+(asked again while it cannot be reached).
 
 The rarer writes of a step that cannot go on now (a model that is down, a
 tool's provider that refused: store/control.py) are tried again the same
@@ -66,25 +68,45 @@ def _retrying(
         try:
             return write()
         except (OperationalError, InterfaceError) as exc:
-            attempt += 1
-            _drop_connection()
-            if time.monotonic() > deadline:
-                raise
-            log.warning(
-                "session %s: %s lost its connection (%s); trying again (%d)",
-                claimed.session_id,
-                what,
-                str(exc).strip()[:200],
-                attempt,
-            )
-            time.sleep(backoff_s(attempt, base=0.2, cap=2.0))
-            if written is None:
-                continue
-            try:
-                if written():
-                    raise Recorded(f"session {claimed.session_id}: {what} committed") from exc
-            except (OperationalError, InterfaceError):
-                _drop_connection()  # still away: the next try says so
+            attempt = _wait_to_write_again(claimed, what, exc, attempt, deadline, written)
+
+
+def _wait_to_write_again(
+    claimed: Claimed,
+    what: str,
+    exc: Exception,
+    attempt: int,
+    deadline: float,
+    written: Callable[[], bool] | None,
+) -> int:
+    """Back off after a lost connection until the write may be tried again:
+    when the database has said that the first one did not land. Until it
+    answers that, nothing is written again: a commit whose answer was lost
+    and then a second write would put the record on the transcript twice
+    (seen: a tool_result twice, when the check could not reach the database
+    and the next try could). Raises `exc` past the deadline, Recorded when
+    the first write landed; returns the attempts made."""
+    while True:
+        attempt += 1
+        _drop_connection()
+        if time.monotonic() > deadline:
+            raise exc
+        log.warning(
+            "session %s: %s lost its connection (%s); trying again (%d)",
+            claimed.session_id,
+            what,
+            str(exc).strip()[:200],
+            attempt,
+        )
+        time.sleep(backoff_s(attempt, base=0.2, cap=2.0))
+        if written is None:  # the write itself is safe to run twice
+            return attempt
+        try:
+            if written():
+                raise Recorded(f"session {claimed.session_id}: {what} committed") from exc
+            return attempt
+        except (OperationalError, InterfaceError):
+            continue  # still away: ask again before writing again
 
 
 def _written(session_id: int, position: int) -> bool:
