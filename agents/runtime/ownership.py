@@ -44,9 +44,11 @@ import os
 import random
 import socket
 import threading
+import time
 from dataclasses import dataclass
 
 import psycopg
+from django.conf import settings
 from django.db import connection, connections
 
 from agents.per_process import PerProcess
@@ -84,6 +86,7 @@ class _Liveness:
         self._conn: psycopg.Connection | None = None
         self._key = 0
         self._last_key = 0  # held before the connection was lost: taken again if free
+        self.retaken_at: float | None = None  # monotonic: the lock taken again after a loss
 
     def key(self) -> int:
         """The key of a lock this process holds right now (taken on first use)."""
@@ -130,6 +133,8 @@ class _Liveness:
             key, previous = previous or random.randint(1, 2**31 - 1), 0
             row = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", [LOCK_CLASS, key]).fetchone()
             if row[0]:
+                if self._last_key:  # not the first: this process lost its lock and took it again
+                    self.retaken_at = time.monotonic()
                 self._conn, self._key, self._last_key = conn, key, key
                 log.info("worker %s holds liveness lock %s", process_name(), key)
                 return
@@ -185,6 +190,23 @@ def is_alive(process: int) -> bool:
     with connection.cursor() as cursor:
         cursor.execute(IS_ALIVE_SQL, [process])
         return cursor.fetchone()[0]
+
+
+def rejoining() -> bool:
+    """Whether this process took its liveness lock again a moment ago
+    (within two sweep intervals). What takes every worker's lock away at
+    once (the database restarted, every backend terminated, a network blip)
+    takes this process's too; so for that moment another process's lock
+    being free says little: that process may be alive and about to take it
+    again (its watchdog does within a sweep interval), its slots' model
+    calls still running. Taking its sessions over now would fence off
+    calls already paid for (issue 26: model calls paid twice per database
+    fault); a process that really died is taken over once the moment has
+    passed."""
+    made = _liveness.current()
+    if made is None or made.retaken_at is None:
+        return False
+    return time.monotonic() - made.retaken_at < 2 * settings.AGENTDESK_SWEEP_INTERVAL_S
 
 
 def check_liveness() -> None:

@@ -122,12 +122,14 @@ def test_refund_runs_once_when_worker_dies_after_provider_committed(sandbox, wor
 def test_a_stale_owner_whose_connection_was_killed_cannot_record(sandbox, workers):
     """pg_terminate_backend frees the owner process's liveness lock while it
     still works: a second worker takes over (fence + 1) and the first one's
-    late record writes nothing."""
+    late record writes nothing. (The refund takes long enough for the
+    takeover to come after the first worker's moment of rejoining, in which
+    it takes over nothing: ownership.rejoining.)"""
     sandbox.fault(
         target="payments",
         kind="latency",
         phase="in_flight",
-        latency_ms=3000,
+        latency_ms=6000,
         match={"path_prefix": "/v1/refunds"},
     )
     _victim, session = _start(sandbox, workers)

@@ -1,0 +1,87 @@
+"""When this process has just taken its liveness lock again, another
+process's free lock says little (runtime/ownership.rejoining): whatever took
+ours (a database restart, every backend terminated) took every worker's,
+and a live one takes its own back within a sweep interval. So for two sweep
+intervals neither the sweeper nor a claim takes over a session whose owner's
+lock is free; afterwards a dead owner's sessions are taken over as before.
+Real Postgres (the liveness connection terminated by the server) and Redis."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import psycopg
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from agents.models import SessionRuntime
+from agents.runtime import ownership, store, sweeper
+from agents.services import message_post
+from tests.processes import wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+GHOST = 987_654_321  # a liveness key nobody holds
+
+
+@pytest.fixture(autouse=True)
+def our_lock_let_go():
+    """The liveness lock's connection would keep the test database busy."""
+    yield
+    ownership.release_liveness()
+
+
+def _owned_by_a_ghost(broker, key: str) -> int:
+    session_id = message_post(key=key, text="Where is my order?").session_id
+    broker.flushdb()  # its trigger (and mark) long gone: only the sweeper sends one
+    SessionRuntime.objects.filter(session_id=session_id).update(
+        owner="ghost:1/1", owner_process=GHOST, fence=1
+    )
+    SessionRuntime.objects.filter(session_id=session_id).update(  # past the grace
+        updated_at=timezone.now() - timedelta(minutes=1)
+    )
+    return session_id
+
+
+def _lose_and_retake_our_lock() -> None:
+    ownership.me()  # this process holds its lock
+    made = ownership._liveness.get()
+    pid = made._conn.info.backend_pid
+    s = connection.settings_dict
+    with psycopg.connect(
+        dbname=s["NAME"], user=s["USER"], host=s["HOST"], port=s["PORT"] or 5432, autocommit=True
+    ) as other:
+        other.execute("SELECT pg_terminate_backend(%s)", [pid])
+    ownership.check_liveness()  # the watchdog's look: lost, taken again (same key)
+    assert ownership.rejoining()
+
+
+def test_a_free_lock_is_not_taken_over_while_this_process_rejoins(broker, settings):
+    settings.AGENTDESK_SWEEP_INTERVAL_S = 1.0  # a two-second moment
+    settings.AGENTDESK_SWEEP_GRACE_S = 0
+    session_id = _owned_by_a_ghost(broker, "ticket:rejoin")
+    _lose_and_retake_our_lock()
+
+    assert sweeper.sweep() == []  # the ghost may be a live process re-taking its lock
+    assert store.claim(session_id, ownership.me()) is None  # a trigger's claim leaves it too
+    runtime = SessionRuntime.objects.get(session_id=session_id)
+    assert (runtime.owner, runtime.fence) == ("ghost:1/1", 1)
+
+    # The moment passes and the ghost has not come back: it is dead.
+    wait_for(lambda: not ownership.rejoining(), timeout=10, what="the rejoin moment to pass")
+    assert sweeper.sweep() == [session_id]
+    claimed = store.claim(session_id, ownership.me())
+    assert claimed is not None and claimed.fence == 2
+
+
+def test_unowned_work_is_still_sent_while_this_process_rejoins(broker, settings):
+    settings.AGENTDESK_SWEEP_INTERVAL_S = 1.0
+    settings.AGENTDESK_SWEEP_GRACE_S = 0
+    waiting = message_post(key="ticket:rejoin-unowned", text="And mine?").session_id
+    broker.flushdb()  # its trigger lost: the sweeper's backstop is what sends it
+    SessionRuntime.objects.filter(session_id=waiting).update(
+        updated_at=timezone.now() - timedelta(minutes=1)
+    )
+    _lose_and_retake_our_lock()
+    assert sweeper.sweep() == [waiting]
