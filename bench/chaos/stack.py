@@ -215,11 +215,22 @@ class PostgresServer:
                 " -c tcp_keepalives_idle=2 -c tcp_keepalives_interval=1"
                 " -c tcp_keepalives_count=2 -c tcp_user_timeout=5000"
             )
-        self.starts += 1
-        log = self.data / f"postgres-{self.starts}.log"
-        self._run(
-            "pg_ctl", "-D", str(self.data / "db"), "-l", str(log), "-o", options, "-w", "start"
-        )
+        # A start that fails is tried again for a while: the nemesis must
+        # never leave the database down by accident (the campaign would wait
+        # on it instead of measuring recovery).
+        deadline = time.monotonic() + 60
+        while True:
+            self.starts += 1
+            log = self.data / f"postgres-{self.starts}.log"
+            ctl = ["pg_ctl", "-D", str(self.data / "db"), "-l", str(log), "-o", options, "-w"]
+            try:
+                self._run(*ctl, "start")
+                self.crashing = False  # up again: from now on, a death is its own
+                return
+            except subprocess.CalledProcessError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
 
     def postmaster_pid(self) -> int | None:
         try:
@@ -248,11 +259,19 @@ class PostgresServer:
             os.kill(pid, signal.SIGKILL)
             # The orphaned backends exit on their own once the postmaster is
             # gone; a new postmaster refuses to start while they hold the
-            # shared memory, so wait for them.
+            # shared memory, so wait for them. It refuses too while the old
+            # postmaster's pid exists (kill(pid, 0) succeeds on a zombie that
+            # init has not reaped yet: "lock file postmaster.pid already
+            # exists"), so wait until that pid is gone as well.
             wait_for(
                 lambda: not any(c.is_running() and c.status() != "zombie" for c in children),
                 timeout=60,
                 what="the dead postmaster's backends to exit",
+            )
+            wait_for(
+                lambda: not psutil.pid_exists(pid),
+                timeout=60,
+                what="the dead postmaster to be reaped",
             )
 
     def exited_by_itself(self) -> bool:
