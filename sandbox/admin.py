@@ -100,6 +100,7 @@ def reset_all(sandbox: Sandbox, *, reseed: bool) -> None:
     sandbox.pace = sandbox.default_pace()
     sandbox.counters.clear()
     sandbox.requests.clear()
+    sandbox.completed.clear()
     sandbox.slack.clear()
     sandbox.carrier.clear()
     if reseed:
@@ -125,6 +126,12 @@ async def model_requests(request: Request) -> Response:
     except ValueError:
         n = 10
     return json_response({"requests": sandbox_of(request).requests.last(n)})
+
+
+async def model_repeats(request: Request) -> Response:
+    """Model requests completed more than once (paid twice): when the answer
+    that was lost was completed, and when it was asked for again."""
+    return json_response({"repeats": sandbox_of(request).completed.repeats()})
 
 
 async def faults_list(request: Request) -> Response:
@@ -181,6 +188,7 @@ routes = [
     Route("/_stats", stats, methods=["GET"]),
     Route("/_refunds", refunds, methods=["GET"]),
     Route("/_model_requests", model_requests, methods=["GET"]),
+    Route("/_model_repeats", model_repeats, methods=["GET"]),
     Route("/_reset", reset, methods=["POST"]),
     Route("/_seed", seed, methods=["POST"]),
     Route("/_faults", faults_list, methods=["GET"]),

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
+import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -91,6 +94,38 @@ class RequestLog:
             self._bodies.clear()
 
 
+class CompletedCalls:
+    """Model calls the sandbox completed, which a provider would bill, by the
+    request they answered (its system prompt and messages). The same request
+    completed again is a call paid twice: whoever asked lost what it learned
+    and asked again. Each repeat keeps when the lost answer was completed, so
+    a fault campaign can say which fault lost it (GET /_model_repeats)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last: dict[bytes, float] = {}  # request digest -> last completed (epoch s)
+        self._repeats: list[tuple[float, float]] = []  # (lost answer completed, again)
+
+    def completed(self, body: dict[str, Any]) -> None:
+        request = json.dumps([body.get("system"), body.get("messages")], sort_keys=True)
+        digest = hashlib.blake2b(request.encode(), digest_size=16).digest()
+        now = time.time()
+        with self._lock:
+            before = self._last.get(digest)
+            self._last[digest] = now
+            if before is not None:
+                self._repeats.append((before, now))
+
+    def repeats(self) -> list[dict[str, float]]:
+        with self._lock:
+            return [{"lost_at": lost, "at": again} for lost, again in self._repeats]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._last.clear()
+            self._repeats.clear()
+
+
 @dataclass
 class Sandbox:
     db: Database
@@ -99,6 +134,7 @@ class Sandbox:
     counters: Counters
     webhooks: WebhookSender
     requests: RequestLog = field(default_factory=RequestLog)
+    completed: CompletedCalls = field(default_factory=CompletedCalls)
     slack: Any = None  # sandbox.slack.SlackLog, made by create_app
     pace: ModelPace = field(default_factory=ModelPace)
     carrier: Any = None  # sandbox.carrier.CarrierPortal, made by create_app

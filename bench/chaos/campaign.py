@@ -51,10 +51,13 @@ from bench.chaos import netns, stack
 from bench.chaos.proxy import Proxy
 from bench.chaos.sampling import IDLE_FAIL_S, Sampling
 
-LIMIT_CENTS = 2000  # approval limit for the campaign: see _env
+# Approval limit for the campaign (see _env); a long run asks for less than a
+# dollar, so that the demo orders hold its refunds (workload.py).
+LIMIT_CENTS = int(os.environ.get("CHAOS_APPROVAL_LIMIT_CENTS") or 2000)
 APPROVAL_TTL_S = 15
 SETTLE_TIMEOUT_S = 240.0
 SETTLE_LIMIT_S = float(os.environ.get("CHAOS_SETTLE_LIMIT_S") or 60)  # invariant 8
+KEEP_LOAD_BATCH = 100  # tickets planned at a time when the load outlasts SESSIONS
 HOSTS = ("a", "b")  # worker "hosts", each with its own link to PG, Redis and the sandbox
 
 
@@ -65,8 +68,9 @@ def _env(redis_url: str, sandbox_url: str) -> dict[str, str]:
     2.5 s), a short approval TTL so that letting an approval expire happens
     within the run, a short task slice so sessions change hands often, a
     model timeout below the stall the nemesis injects, and an approval limit
-    of $20, because the sandbox's fifteen demo orders must hold every refund
-    of the run (it has no endpoint to add orders).
+    of $20 (or CHAOS_APPROVAL_LIMIT_CENTS), because the sandbox's fifteen
+    demo orders must hold every refund of the run (it has no endpoint to add
+    orders).
     """
     return {
         "DJANGO_SETTINGS_MODULE": "config.settings",
@@ -236,7 +240,8 @@ class Campaign(Sampling):
         from bench.chaos.driver import Driver
         from bench.chaos.workload import Planner
 
-        tickets = Planner(self.seed, LIMIT_CENTS).plan(self.count)
+        self.planner = Planner(self.seed, LIMIT_CENTS)
+        tickets = self.planner.plan(self.count)
         ttft_ms = int(os.environ.get("CHAOS_MODEL_TTFT_MS") or 0)
         if ttft_ms:  # a real model's pace: seconds to the first token
             import requests
@@ -283,6 +288,7 @@ class Campaign(Sampling):
         from bench.chaos.nemesis import Nemesis
 
         t0 = self.started = time.monotonic()
+        per_kind = int(os.environ.get("CHAOS_FAULTS_PER_KIND") or 0)
         self.nemesis = Nemesis(
             self.seed,
             self.started,
@@ -293,16 +299,22 @@ class Campaign(Sampling):
             postgres=self.postgres,
             links=self.links,
             warmup_s=self.warmup_s,
+            quota=per_kind,
         )
         self.nemesis.start()
         shown = 0
         next_progress = t0 + 10
         next_sample = t0
-        per_kind = int(os.environ.get("CHAOS_FAULTS_PER_KIND") or 0)
         limit = t0 + float(os.environ.get("CHAOS_RUN_LIMIT_S") or 1800)
+        # CHAOS_KEEP_LOAD=1: the load lasts as long as the faults do. SESSIONS
+        # is then the least; more tickets are planned while faults are owed.
+        keep_load = os.environ.get("CHAOS_KEEP_LOAD") == "1"
         while not self.driver.idle or (
             not self.nemesis.quota_met(per_kind) and time.monotonic() < limit
         ):
+            if keep_load and self.driver.delivered_all and not self.nemesis.quota_met(per_kind):
+                self.driver.add(self.planner.plan(KEEP_LOAD_BATCH))
+                self.count = self.planner.planned
             self._guarded(self.driver.step)
             now = time.monotonic()
             shown = self._show_faults(shown)
@@ -446,8 +458,11 @@ class Campaign(Sampling):
         from bench.chaos.checks import NOT_IDEMPOTENT, C, _get
 
         stats = _get(self.sandbox_url, "/_stats")
-        twice = report.paid_twice(stats, world)
+        unrecorded = report.paid_twice(stats, world)
+        repeats = _get(self.sandbox_url, "/_model_repeats")["repeats"]
+        charged = report.repeats_by_kind(repeats, self.nemesis.windows)
         db_faults = sum(self.nemesis.counts[k] for k in report.DATABASE_FAULTS)
+        twice = sum(charged[k] for k in report.DATABASE_FAULTS)
         not_idem = [c for c in world.calls if c.kind == NOT_IDEMPOTENT]
         doubt = sum(1 for c in not_idem if c.status == C.IN_DOUBT)
         conns = [c for phase, c, _ in self.samples if phase != "warmup"]
@@ -455,12 +470,24 @@ class Campaign(Sampling):
         warm = [c for phase, c, _ in self.samples if phase == "warmup"]
         rss_after = self.samples[-1][2] if self.samples else {}
         settled = "never" if self.settled_after_s is None else f"{self.settled_after_s:.1f}s"
-        per_fault = f"{twice / db_faults:.2f}" if db_faults else "n/a"
-        per_100 = f"{twice * 100 / max(1, self.count) / max(1, db_faults):.3f}"
+        per_fault = twice / db_faults if db_faults else 0.0
+        per_100 = per_fault * 100 / max(1, self.count)
+        per_100_open = per_fault * 100 / max(1, self.driver.max_open)
+        by_kind = ", ".join(
+            f"{kind} {n} ({n / max(1, self.nemesis.counts[kind]):.2f} a fault)"
+            for kind, n in charged.most_common()
+        )
         return {
-            "model calls paid twice (completed at the provider, not recorded)": (
-                f"{twice}; per database fault {per_fault} ({db_faults} database faults); "
-                f"per 100 sessions per database fault {per_100}"
+            "model calls completed at the provider, not recorded": (
+                f"{unrecorded} (a retry after a lost answer, or a turn canceled or ended by then)"
+            ),
+            "model calls paid twice (the same request completed again)": (
+                f"{len(repeats)}; by the fault that lost the answer: {by_kind or 'none'}"
+            ),
+            "paid twice per database fault": (
+                f"{per_fault:.2f} ({twice} over {db_faults} database faults); per 100 sessions "
+                f"of the run {per_100:.4f}; per 100 sessions open ({self.driver.max_open}) "
+                f"{per_100_open:.2f}"
             ),
             "in_doubt per 1,000 not-idempotent calls": (
                 f"{doubt * 1000 / max(1, len(not_idem)):.1f} ({doubt} of {len(not_idem)})"

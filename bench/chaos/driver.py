@@ -67,6 +67,10 @@ class Driver:
             self._deliver(self.pending.pop())
         self.approve_pass()
 
+    def add(self, tickets: list[Ticket]) -> None:
+        """More tickets, delivered after those still pending."""
+        self.pending[:0] = reversed(tickets)
+
     @property
     def delivered_all(self) -> bool:
         return not self.pending

@@ -107,9 +107,12 @@ class Nemesis:
     # host -> its links: a pair of proxies (proxy.py) or one veth (netns.VethLink)
     links: dict[str, list[Any]] = field(default_factory=dict)
     warmup_s: float = 0.0  # no fault before this (the steady level is measured then)
+    quota: int = 0  # faults wanted of each kind (CHAOS_FAULTS_PER_KIND); 0: by weight alone
     lines: list[str] = field(default_factory=list)
     counts: Counter[str] = field(default_factory=Counter)
     probes: list[Probe] = field(default_factory=list)
+    # (kind, began, ended) of every fault, epoch seconds: what lost a paid answer
+    windows: list[tuple[str, float, float]] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
     stopped_at: float | None = None  # epoch seconds: the last fault ended
     broker_back_at: float = 0.0  # epoch seconds: Redis last came back (or was flushed)
@@ -131,6 +134,7 @@ class Nemesis:
         if any(getattr(link, "slow_kind", "") == "none" for link in links):
             self.kinds.pop("partition_delay", None)  # no qdisc here to slow a veth with
         self.deck: list[str] = []
+        self.decks_dealt = 0
         self.conn: psycopg.Connection | None = None
 
     def start(self) -> None:
@@ -147,10 +151,18 @@ class Nemesis:
     def _deal(self) -> str:
         """The next kind. A deck holds each kind `weight` times; its first
         cards are one of each kind (shuffled), the rest follow (shuffled), so
-        a run of len(kinds) faults has met every kind once."""
+        a run of len(kinds) faults has met every kind once. With a quota
+        (CHAOS_FAULTS_PER_KIND), every deck after the first holds only the
+        kinds still short of it: a rare kind reaches its count without the
+        run waiting through decks of kinds that already have theirs."""
         if not self.deck:
-            kinds = list(self.kinds)
-            extra = [k for k, w in self.kinds.items() for _ in range(w - 1)]
+            weights = self.kinds
+            if self.quota and self.decks_dealt:
+                short = {k: w for k, w in self.kinds.items() if self.counts[k] < self.quota}
+                weights = short or self.kinds
+            self.decks_dealt += 1
+            kinds = list(weights)
+            extra = [k for k, w in weights.items() for _ in range(w - 1)]
             self.rng.shuffle(kinds)
             self.rng.shuffle(extra)
             self.deck = extra[::-1] + kinds[::-1]  # popped from the end
@@ -169,6 +181,7 @@ class Nemesis:
         try:
             while not self.stop.wait(self.rng.uniform(0.3, 2.5)):
                 kind = self._deal()
+                began = time.time()
                 try:
                     target = getattr(self, f"_{kind}")(self._connection())
                 except Exception as exc:  # noqa: BLE001 (a fault that failed to apply)
@@ -178,6 +191,7 @@ class Nemesis:
                         self.conn = None
                 if target is not None:
                     self._log(kind, target)
+                    self.windows.append((kind, began, time.time()))
         finally:
             self.stopped_at = time.time()
             if self.conn is not None:

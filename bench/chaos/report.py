@@ -159,6 +159,32 @@ def paid_twice(stats: dict[str, Any], world: World) -> int:
     return max(0, completed - replies)
 
 
+# A paid answer is lost when a fault strikes between the call's completion
+# and its record (a kill a moment after it), or while the fault lasts (the
+# database down), or as it heals (a retry that runs out just after).
+LOST_BEFORE_S = 2.0
+LOST_AFTER_S = 5.0
+
+
+def repeats_by_kind(
+    repeats: list[dict[str, float]], windows: list[tuple[str, float, float]]
+) -> Counter[str]:
+    """Each call paid twice (the sandbox's GET /_model_repeats: when the lost
+    answer was completed) charged to the fault that lost it: the latest one
+    begun by then (or just after) that had not ended long before. None near
+    it: `no fault`, a loss the runtime made on its own."""
+    charged: Counter[str] = Counter()
+    for repeat in repeats:
+        lost = repeat["lost_at"]
+        near = [
+            (began, kind)
+            for kind, began, ended in windows
+            if began - LOST_BEFORE_S <= lost <= ended + LOST_AFTER_S
+        ]
+        charged[max(near)[1] if near else "no fault"] += 1
+    return charged
+
+
 def recovery_times(probes: list[Any], world: World, log_dir: Path | None = None) -> Recovery:
     out = Recovery(deaths=len(probes))
     swept = sweeper_enqueues(log_dir) if log_dir else {}

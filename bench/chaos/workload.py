@@ -5,7 +5,9 @@ sandbox offers no endpoint to add orders, so refunds are kept small and
 spread over the orders with a budget per order: a planned refund fits what
 is left of its order unless another plan's refund got there first, and then
 the provider refuses it (`amount_too_large`), a failure the model reads, not
-a lost effect.
+a lost effect. A long campaign (thousands of tickets) plans in cents: with
+an approval limit below a dollar (CHAOS_APPROVAL_LIMIT_CENTS), the orders
+hold a few thousand refunds instead of a few hundred.
 
 Kinds of ticket:
 - lookup: "where is my order"; lookups, a classification, a reply.
@@ -78,14 +80,27 @@ def _orders() -> list[Order]:
     return out
 
 
+def dollars(cents: int) -> str:
+    """As a customer writes it: "$15", "$0.45"."""
+    whole, part = divmod(cents, 100)
+    return f"${whole}.{part:02d}" if part else f"${whole}"
+
+
 class Planner:
+    """Plans tickets in order; `plan` again goes on where the last one ended
+    (the orders' budgets carried over), for a load that lasts as long as the
+    faults do."""
+
     def __init__(self, seed: int, limit_cents: int) -> None:
         self.rng = random.Random(f"{seed}:workload")
         self.limit = limit_cents
+        self.unit = 100 if limit_cents >= 1000 else 1  # whole dollars, or cents
         self.orders = _orders()
+        self.planned = 0
 
     def plan(self, count: int) -> list[Ticket]:
-        return [self._ticket(i) for i in range(count)]
+        start, self.planned = self.planned, self.planned + count
+        return [self._ticket(i) for i in range(start, self.planned)]
 
     def _ticket(self, index: int) -> Ticket:
         rng = self.rng
@@ -94,10 +109,12 @@ class Planner:
         )[0]
         ticket = None
         if kind == "refund_small":
-            ticket = self._refund(index, rng.randint(2, self.limit // 100 - 5) * 100, "")
+            top = self.limit // self.unit
+            ticket = self._refund(index, rng.randint(2, top - 5) * self.unit, "")
         elif kind == "refund_large":
             decision = rng.choices(DECISIONS, weights=[35, 20, 20, 15, 10])[0]
-            amount = rng.randint(self.limit // 100 + 1, self.limit // 100 + 20) * 100
+            top = self.limit // self.unit
+            amount = rng.randint(top + 1, top + 20) * self.unit
             ticket = self._refund(index, amount, decision)
         if ticket is None:  # no order has room left for that refund: ask about it
             kind = "escalate" if kind == "escalate" else "lookup"
@@ -135,7 +152,8 @@ class Planner:
 
     def _refund(self, index: int, amount: int, decision: str) -> Ticket | None:
         lands = decision in ("", "approve", "edit", "race")
-        edited = max(100, (amount // 2) // 100 * 100) if decision == "edit" else 0
+        unit = self.unit
+        edited = max(unit, (amount // 2) // unit * unit) if decision == "edit" else 0
         roomy = [o for o in self.orders if o.left_cents >= amount]
         if not roomy:
             return None
@@ -143,10 +161,9 @@ class Planner:
         if lands:
             order.planned_cents += edited or amount
         email, name = self._customer(order)
-        dollars = f"${amount // 100}"
         body = (
             f"The {order.first_item.lower()} from order {order.id} arrived damaged. "
-            f"Please refund {dollars}."
+            f"Please refund {dollars(amount)}."
         )
         kind = "refund_large" if decision else "refund_small"
         ticket = Ticket(index, kind, email, name, order.id, "Damaged item", body, amount)

@@ -32,7 +32,9 @@ from bench.chaos.checks import (
     settle_problems,
     steady_problems,
 )
+from bench.chaos.nemesis import KINDS, Nemesis
 from bench.chaos.proxy import Proxy
+from bench.chaos.report import repeats_by_kind
 from bench.chaos.stack import postgres_bindir
 from tests.processes import ROOT, wait_for
 
@@ -110,6 +112,34 @@ def test_connections_past_the_bound_or_memory_that_stays_up_are_violations():
     assert steady_problems(steady[:2], conn_bound=30) == [
         "no sample after the faults: the steady level was not measured"
     ]
+
+
+def test_a_call_paid_twice_is_charged_to_the_fault_that_lost_its_answer():
+    windows = [("worker_sigkill", 100.0, 100.1), ("postgres_crash", 110.0, 113.0)]
+    repeats = [
+        {"lost_at": 99.5, "at": 102.0},  # completed just before the kill, never recorded
+        {"lost_at": 111.0, "at": 115.0},  # completed while the database was down
+        {"lost_at": 116.0, "at": 118.0},  # a record retried until just after it came back
+        {"lost_at": 140.0, "at": 141.0},  # nothing near: the runtime lost it by itself
+    ]
+    assert repeats_by_kind(repeats, windows) == {
+        "worker_sigkill": 1,
+        "postgres_crash": 2,
+        "no fault": 1,
+    }
+
+
+def test_with_a_quota_the_decks_after_the_first_hold_only_the_kinds_still_short(monkeypatch):
+    """CHAOS_FAULTS_PER_KIND: a rare kind (weight 1) reaches its count
+    without the run dealing decks of the kinds that already have theirs."""
+    monkeypatch.delenv("CHAOS_KINDS", raising=False)
+    nothing = dict(workers=None, redis=None, database=None, sandbox_url="")
+    nemesis = Nemesis(seed=3, started=0.0, quota=2, **nothing)
+    first = [nemesis._deal() for _ in range(sum(nemesis.kinds.values()))]
+    assert sorted(set(first[: len(nemesis.kinds)])) == sorted(nemesis.kinds)  # one of each first
+    nemesis.counts.update({kind: 2 for kind in nemesis.kinds if kind != "rolling_deploy"})
+    assert {nemesis._deal() for _ in range(5)} == {"rolling_deploy"}
+    assert KINDS["rolling_deploy"] == 1
 
 
 # --- the partition's proxy: a black hole is silent, and healing resets -------------------

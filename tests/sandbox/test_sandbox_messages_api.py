@@ -146,6 +146,19 @@ def test_model_requests_are_counted_by_outcome(sandbox, anthropic_client, triage
     assert counts["by_mode"] == {"non_stream": 2, "stream": 1}
 
 
+def test_a_request_completed_again_is_a_call_paid_twice(sandbox, anthropic_client, triage_tools):
+    before = time.time()
+    _create(anthropic_client, triage_tools)
+    _create(anthropic_client, [], text="thanks!")
+    assert sandbox.get("/_model_repeats").json()["repeats"] == []
+    with anthropic_client.messages.stream(  # the first request again, streamed: same request
+        model="m", max_tokens=10, tools=triage_tools, messages=[{"role": "user", "content": TICKET}]
+    ) as stream:
+        stream.until_done()
+    (repeat,) = sandbox.get("/_model_repeats").json()["repeats"]
+    assert before <= repeat["lost_at"] <= repeat["at"] <= time.time()
+
+
 def test_count_tokens(anthropic_client):
     result = anthropic_client.messages.count_tokens(
         model="m", messages=[{"role": "user", "content": "x" * 400}]
