@@ -152,13 +152,13 @@ class Nemesis:
         """The next kind. A deck holds each kind `weight` times; its first
         cards are one of each kind (shuffled), the rest follow (shuffled), so
         a run of len(kinds) faults has met every kind once. With a quota
-        (CHAOS_FAULTS_PER_KIND), every deck after the first holds only the
-        kinds still short of it: a rare kind reaches its count without the
-        run waiting through decks of kinds that already have theirs."""
+        (CHAOS_FAULTS_PER_KIND), every deck after the first holds each kind
+        still short of it once, whatever its weight: a rare kind reaches its
+        count in as few faults as the run can deal, not one a deck of 43."""
         if not self.deck:
             weights = self.kinds
             if self.quota and self.decks_dealt:
-                short = {k: w for k, w in self.kinds.items() if self.counts[k] < self.quota}
+                short = {k: 1 for k in self.kinds if self.counts[k] < self.quota}
                 weights = short or self.kinds
             self.decks_dealt += 1
             kinds = list(weights)
