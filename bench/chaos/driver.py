@@ -37,6 +37,7 @@ from bench.chaos.workload import Ticket
 
 log = logging.getLogger("chaos.driver")
 OPEN_TURN = (Turn.Status.ACCEPTED, Turn.Status.RUNNING, Turn.Status.RESUMING)
+DECISION_TRIES = 60  # a click a second while the database is away
 DENY_REASON = "Above what we refund for this order; offer store credit instead."
 
 
@@ -214,7 +215,9 @@ class Driver:
     def _clicker(self, approval_id: int, decision: str, ticket: Ticket | None = None):
         return lambda: self._decide(approval_id, decision, ticket)
 
-    def _decide(self, approval_id: int, decision: str, ticket: Ticket | None) -> None:
+    def _decide(
+        self, approval_id: int, decision: str, ticket: Ticket | None, tries: int = 1
+    ) -> None:
         kwargs: dict[str, Any] = {"decision": "approve"}  # also a "race" click
         if decision == "deny":
             kwargs = {"decision": "deny", "reason": DENY_REASON}
@@ -228,6 +231,16 @@ class Driver:
         except Conflict as exc:
             self.decisions.setdefault(approval_id, f"refused: {exc}")
             self.counts[f"approvals_{decision}_refused"] += 1
+        except DatabaseError as exc:
+            # The database went away under the click (the desk answers 503):
+            # the approver clicks again a second later, as a person would,
+            # for as long as the longest outage lasts.
+            connections.close_all()
+            if tries >= DECISION_TRIES:
+                self.problems.append(f"approval {approval_id}: decision failed {tries}x: {exc!r}")
+                return
+            self.counts["approvals_clicked_again_database_away"] += 1
+            self._later(1.0, lambda: self._decide(approval_id, decision, ticket, tries + 1))
         except Exception as exc:  # noqa: BLE001 (committed; only the enqueue failed)
             if Approval.objects.filter(pk=approval_id, status=Approval.Status.PENDING).exists():
                 self.problems.append(f"approval {approval_id}: decision failed: {exc!r}")
