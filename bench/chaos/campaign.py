@@ -312,7 +312,8 @@ class Campaign(Sampling):
         while not self.driver.idle or (
             not self.nemesis.quota_met(per_kind) and time.monotonic() < limit
         ):
-            if keep_load and self.driver.delivered_all and not self.nemesis.quota_met(per_kind):
+            owed = not self.nemesis.quota_met(per_kind) and time.monotonic() < limit
+            if keep_load and owed and self.driver.delivered_all:
                 self.driver.add(self.planner.plan(KEEP_LOAD_BATCH))
                 self.count = self.planner.planned
             self._guarded(self.driver.step)
