@@ -17,6 +17,7 @@ import pytest
 from django.db import connection, connections
 
 from config.postgres import base as backend
+from tests.agents.helpers import at_once
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -228,32 +229,18 @@ def test_many_more_borrowers_than_connections_all_get_theirs_in_turn(monkeypatch
     options = {**connection.settings_dict["OPTIONS"]["pool"], "max_size": 2, "timeout": 10.0}
     monkeypatch.setitem(connection.settings_dict["OPTIONS"], "pool", options)
     threads, rounds = 200, 10
-    waits: list[float] = []
-    errors: list[BaseException] = []
-    lock = threading.Lock()
-    start = threading.Barrier(threads)
 
-    def slot():
-        try:
-            start.wait(30)
-            for _ in range(rounds):
-                asked = time.monotonic()
-                with connection.cursor() as cursor:
-                    cursor.execute("SELECT pg_sleep(0.002)")
-                with lock:
-                    waits.append(time.monotonic() - asked)
-                connection.close()  # given back, as before every network wait
-        except BaseException as exc:  # noqa: BLE001 (reported below)
-            errors.append(exc)
-        finally:
-            connections.close_all()
+    def slot() -> list[float]:
+        waits = []
+        for _ in range(rounds):
+            asked = time.monotonic()
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_sleep(0.002)")
+            waits.append(time.monotonic() - asked)
+            connection.close()  # given back, as before every network wait
+        return waits
 
-    workers = [threading.Thread(target=slot) for _ in range(threads)]
-    for t in workers:
-        t.start()
-    for t in workers:
-        t.join(120)
-    assert not errors, errors[:3]
+    waits = [wait for slot_waits in at_once(slot, threads, timeout=120) for wait in slot_waits]
     assert len(waits) == threads * rounds
     assert connection.pool.max_size == 2
     assert connection.pool.get_stats()["pool_size"] <= 2
