@@ -459,7 +459,7 @@ class Campaign(Sampling):
         from bench.chaos.checks import NOT_IDEMPOTENT, C, _get
 
         stats = _get(self.sandbox_url, "/_stats")
-        unrecorded = report.paid_twice(stats, world)
+        unrecorded = report.completed_unrecorded(stats, world)
         repeats = _get(self.sandbox_url, "/_model_repeats")["repeats"]
         charged = report.repeats_by_kind(repeats, self.nemesis.windows)
         db_faults = sum(self.nemesis.counts[k] for k in report.DATABASE_FAULTS)
@@ -475,7 +475,9 @@ class Campaign(Sampling):
         per_100 = per_fault * 100 / max(1, self.count)
         per_100_open = per_fault * 100 / max(1, self.driver.max_open)
         by_kind = ", ".join(
-            f"{kind} {n} ({n / max(1, self.nemesis.counts[kind]):.2f} a fault)"
+            f"{kind} {n} ({n / self.nemesis.counts[kind]:.2f} a fault)"
+            if self.nemesis.counts[kind]
+            else f"{kind} {n}"  # "no fault"
             for kind, n in charged.most_common()
         )
         return {

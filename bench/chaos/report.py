@@ -144,9 +144,11 @@ def recovery_by_kind(probes: list[Any], world: World) -> dict[str, Recovery]:
     return {k: recovery_times([p for p in probes if p.kind == k], world) for k in kinds}
 
 
-def paid_twice(stats: dict[str, Any], world: World) -> int:
+def completed_unrecorded(stats: dict[str, Any], world: World) -> int:
     """Model calls the provider completed (and would bill) beyond the replies
-    we recorded: each is a completed call whose record was lost."""
+    we recorded: a call asked again after its answer was lost, or one whose
+    turn was canceled or ended meanwhile (repeats_by_kind counts the first
+    kind alone)."""
     outcomes = stats.get("model_requests", {}).get("by_outcome", {})
     completed = sum(
         n

@@ -23,7 +23,7 @@ from sandbox.messages.render import (
 )
 from sandbox.messages.transcript import TranscriptError, Turn, parse_turn
 from sandbox.responses import anthropic_error, json_body, json_response, random_id
-from sandbox.state import Counters, Sandbox, sandbox_of
+from sandbox.state import Sandbox, sandbox_of
 
 # [[sandbox:slow]]: slow enough to cancel mid-stream and watch in a browser.
 SLOW_PACING = Pacing(delay=0.150, min_text_chunks=20)
@@ -80,13 +80,14 @@ def _pacing(request: Request, turn: Turn, body: dict[str, Any]) -> Pacing:
 
 
 async def create_message(request: Request) -> Response:
-    counters = sandbox_of(request).counters
+    sandbox = sandbox_of(request)
+    counters = sandbox.counters
     parsed = await _read_request(request)
     if isinstance(parsed, Response):
         counters.incr(f"model.outcome.error_{parsed.status_code}")
         return parsed
     body, turn = parsed
-    sandbox_of(request).requests.add(body)
+    sandbox.requests.add(body)
     if memory.is_summary_request(body):  # a memory snapshot (sandbox/messages/memory.py)
         counters.incr("model.summary.requests")
         reply = Reply(memory.summarize(body))
@@ -101,7 +102,7 @@ async def create_message(request: Request) -> Response:
     headers = {"request-id": random_id("req_")}
     if body.get("stream"):
         counters.incr("model.mode.stream")
-        stream = _stream(events, pacing, counters, reply, sandbox_of(request), body)
+        stream = _stream(events, pacing, reply, sandbox, body)
         return StreamingResponse(
             stream, media_type="text/event-stream", headers={**headers, "cache-control": "no-cache"}
         )
@@ -109,7 +110,7 @@ async def create_message(request: Request) -> Response:
     # Same pacing as the stream would have, so [[sandbox:slow]] is slow either way.
     await anyio.sleep(total_delay(events, pacing))
     counters.incr(f"model.outcome.{reply.stop_reason}")
-    sandbox_of(request).completed.completed(body)
+    sandbox.completed.completed(body)
     return json_response(
         message_json(reply, message_id=message_id, model=body["model"], input_tokens=tokens),
         headers=headers,
@@ -117,12 +118,7 @@ async def create_message(request: Request) -> Response:
 
 
 async def _stream(
-    events: list[Event],
-    pacing: Pacing,
-    counters: Counters,
-    reply: Reply,
-    sandbox: Sandbox,
-    body: dict[str, Any],
+    events: list[Event], pacing: Pacing, reply: Reply, sandbox: Sandbox, body: dict[str, Any]
 ) -> AsyncIterator[bytes]:
     finished = False
     try:
@@ -135,7 +131,8 @@ async def _stream(
         finished = True
     finally:
         # A client that hangs up mid-stream (a cancel) shows up in /_stats.
-        counters.incr(f"model.outcome.{reply.stop_reason if finished else 'stream_aborted'}")
+        outcome = reply.stop_reason if finished else "stream_aborted"
+        sandbox.counters.incr(f"model.outcome.{outcome}")
         if finished:
             sandbox.completed.completed(body)
 

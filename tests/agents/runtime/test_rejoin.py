@@ -36,10 +36,10 @@ def _owned_by_a_ghost(broker, key: str) -> int:
     session_id = message_post(key=key, text="Where is my order?").session_id
     broker.flushdb()  # its trigger (and mark) long gone: only the sweeper sends one
     SessionRuntime.objects.filter(session_id=session_id).update(
-        owner="ghost:1/1", owner_process=GHOST, fence=1
-    )
-    SessionRuntime.objects.filter(session_id=session_id).update(  # past the grace
-        updated_at=timezone.now() - timedelta(minutes=1)
+        owner="ghost:1/1",
+        owner_process=GHOST,
+        fence=1,
+        updated_at=timezone.now() - timedelta(minutes=1),  # past the grace
     )
     return session_id
 
