@@ -22,6 +22,10 @@
     const badge = document.getElementById("live-status");
     let ws = null;
     let delay = 500;
+    // Once a close said the login ended (4401), the refused handshakes that
+    // follow (the browser reports them as 1006, without the server's reason)
+    // still mean that: the tab says "signed out" until a socket opens again.
+    let signedOut = false;
     const show = (state, text) => {
       document.body.dataset.live = state;
       if (badge) {
@@ -38,6 +42,7 @@
       ws = new WebSocket(scheme + location.host + path);
       ws.addEventListener("open", () => {
         delay = 500;
+        signedOut = false;
         show("open", "live");
         handlers.open(send);
       });
@@ -53,7 +58,8 @@
       ws.addEventListener("close", (e) => {
         // 4401: the login behind this tab ended (logged out elsewhere, password
         // changed, role removed). Reconnecting works only if it still holds.
-        show("closed", e.code === 4401 ? "signed out — log in again" : "reconnecting…");
+        signedOut = signedOut || e.code === 4401;
+        show("closed", signedOut ? "signed out — log in again" : "reconnecting…");
         setTimeout(open, delay);
         delay = Math.min(delay * 2, 10000);
       });

@@ -43,6 +43,14 @@ def test_logout_in_one_context_closes_the_other_tabs_socket_and_its_decision_doe
     assert took < 2.0
 
     # Reconnecting is refused now: the logout ended this context's login too.
+    # A refused handshake reaches the page without the server's code (1006),
+    # and the tab still says why it is not live. (The presence socket closes
+    # too, and does not try again.)
+    deadline = time.monotonic() + 10
+    while sum(1 for _, url in closes if "presence" not in url) < 2:
+        assert time.monotonic() < deadline, "the stale tab never tried to reconnect"
+        stale.wait_for_timeout(50)  # lets Playwright deliver the socket events
+    expect(stale.locator("#live-status")).to_contain_text("signed out")
     expect(stale.locator("body[data-live=open]")).to_have_count(0)
     stale.locator(f"#approval-{approval.id} button[data-action=approve]").click()
     stale.wait_for_url(f"{web.url}/login/?next=/approvals/", timeout=10_000)
