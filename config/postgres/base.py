@@ -41,8 +41,12 @@ import weakref
 from django.db.backends.postgresql import base
 from psycopg import pq
 from psycopg_pool import ConnectionPool
+from psycopg_pool.pool import AddConnection
 
 FRESH_S = 1.0
+# The longest a lost connection waits for its next try (psycopg_pool's own
+# backoff doubles from 1 s up to its 5-minute reconnect_timeout).
+RECONNECT_EVERY_S = 2.0
 
 
 def check_unless_fresh(conn) -> None:
@@ -151,6 +155,30 @@ def shelf_of(pool: ConnectionPool) -> Shelf:
     return shelf
 
 
+def reconnect_soon(pool: ConnectionPool) -> None:
+    """Try a lost connection again every RECONNECT_EVERY_S at most.
+
+    psycopg_pool replaces a connection it lost (the database restarted,
+    every backend terminated, the link cut) with tries 1, 2, 4, 8, 16 ... s
+    apart: after an outage of 10 s the next try may come 20 s after the
+    database is back, and meanwhile every claim and record of the process
+    waits for a connection. The pool takes its backoff from no argument, so
+    its scheduling of those tries is capped here, the way `_check` is
+    replaced below: a process tries its few connections every 2 s while the
+    database is away, and is back within 2 s of it.
+    """
+    schedule = pool.schedule_task
+
+    def schedule_task(task, delay: float) -> None:
+        attempt = getattr(task, "attempt", None)
+        if isinstance(task, AddConnection) and attempt is not None:
+            attempt.delay = min(attempt.delay, RECONNECT_EVERY_S)
+            delay = min(delay, RECONNECT_EVERY_S)
+        schedule(task, delay)
+
+    pool.schedule_task = schedule_task
+
+
 class DatabaseWrapper(base.DatabaseWrapper):
     @property
     def pool(self) -> ConnectionPool | None:
@@ -161,6 +189,8 @@ class DatabaseWrapper(base.DatabaseWrapper):
         # (checks off stay off).
         if pool is not None and pool._check is ConnectionPool.check_connection:
             pool._check = check_unless_fresh
+        if pool is not None and "schedule_task" not in pool.__dict__:
+            reconnect_soon(pool)
         return pool
 
     def get_new_connection(self, conn_params):

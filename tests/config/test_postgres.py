@@ -18,6 +18,7 @@ from django.db import connection, connections
 
 from config.postgres import base as backend
 from tests.agents.helpers import at_once
+from tests.processes import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -244,3 +245,45 @@ def test_many_more_borrowers_than_connections_all_get_theirs_in_turn(monkeypatch
     assert len(waits) == threads * rounds
     assert connection.pool.max_size == 2
     assert connection.pool.get_stats()["pool_size"] <= 2
+
+
+@pytest.mark.slow
+def test_a_connection_lost_to_an_outage_is_made_again_within_seconds_of_its_end():
+    """psycopg_pool tries a lost connection again 1, 2, 4, 8 ... s apart: its
+    fifth try comes 15 s after the loss, 8 s after an outage of 7 s ended.
+    Capped (backend.reconnect_soon, on every pool Django makes here), the
+    next try is at most RECONNECT_EVERY_S away. The outage is a proxy of the
+    test's own that refuses every connection (bench/chaos/proxy.py)."""
+    from psycopg_pool import ConnectionPool, PoolTimeout
+
+    from bench.chaos.proxy import Proxy
+
+    assert "schedule_task" in connection.pool.__dict__  # Django's pool here is capped
+    params = _params()
+    proxy = Proxy((params.get("host") or "127.0.0.1", int(params.get("port") or 5432))).start()
+    pool = ConnectionPool(
+        kwargs={**params, "host": "127.0.0.1", "port": proxy.port},
+        min_size=1,
+        max_size=1,
+        timeout=0.5,
+        check=ConnectionPool.check_connection,
+        open=False,
+    )
+    backend.reconnect_soon(pool)
+    try:
+        pool.open(wait=True)
+        proxy.cut()
+        with pytest.raises(PoolTimeout):  # the ping finds it dead; no new one can be made
+            pool.getconn()
+        # Four tries failed (uncapped: at about 0, 1, 3 and 7 s; the next at 15 s).
+        wait_for(lambda: pool.get_stats()["connections_errors"] >= 4, timeout=20, what="4 tries")
+        proxy.heal()
+        healed = time.monotonic()
+        with pool.connection(timeout=10) as conn:
+            conn.execute("SELECT 1")
+        took = time.monotonic() - healed
+    finally:
+        pool.close()
+        proxy.stop()
+    print(f"a connection again {took:.2f}s after the outage ended")
+    assert took < backend.RECONNECT_EVERY_S + 1.5
