@@ -9,8 +9,7 @@ mark, up to 2 minutes while the queue holds a backlog): the slowest
 recoveries of the chaos campaign's database restarts (issue 26).
 
 So the task sends its session's trigger again, with a fresh mark, after a
-delay that grows with how long this process has seen the database away
-(one copy: a duplicate of the trigger failing the same way sends nothing):
+delay that grows with how long this process has seen the database away:
 about a second at first (a restart takes a few), up to CAP_S for a long
 outage, so hundreds of sessions do not knock every second on a database
 that is not there. The first task that gets through ends the streak.
@@ -68,20 +67,16 @@ _streak = _Streak()
 
 
 def send_again_later(session_id: int, exc: BaseException) -> None:
-    """The task for this session met the database away: trigger it again,
-    unless a duplicate of this trigger already was (dispatch.send_again)."""
+    """The task for this session met the database away: trigger it again."""
     delay = _streak.delay()
-    if not dispatch.send_again(session_id, delay, urgent=True):
-        log.info("session %s: the database is away; a trigger is already due again", session_id)
-        return
-    reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
     log.warning(
         "session %s: the database is away (%s); trigger sent again in %.1fs",
         session_id,
-        reason,
+        str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__,
         delay,
     )
     metrics.TRIGGERS_SENT_AGAIN.labels("database_away").inc()
+    dispatch.enqueue(session_id, countdown=delay, urgent=True)
 
 
 def reached() -> None:

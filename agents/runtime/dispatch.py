@@ -163,31 +163,6 @@ def renew_marks(seen: list[tuple[int, bytes | None]]) -> list[int]:
     ]
 
 
-def send_again(session_id: int, countdown: float, *, urgent: bool) -> bool:
-    """Send again, `countdown` seconds from now, a trigger whose task could
-    not run (runtime/away.py), unless another trigger is already due later:
-    the duplicates of a trigger that fail the same way then go on as one,
-    not one each (a campaign's pool starvation once kept six copies of one
-    session's trigger going). Returns whether this one was sent. The mark
-    says when the trigger is due, as any trigger's does."""
-    key, now = mark_key(session_id), time.time()
-    due, ttl = now + countdown, MARK_KEEP_S + int(countdown)
-    try:
-        client = redis_client()
-        seen = client.get(key)
-        if seen is not None and _due(seen) > now:
-            return False  # another copy was sent again already
-        if seen is None:
-            won = client.set(key, due, nx=True, ex=ttl) is True
-        else:  # ours, or a stale one: the copy that reads it back sends
-            won = client.set(key, due, xx=True, get=True, ex=ttl) == seen
-    except redis.RedisError:
-        won = True  # no mark store: send (a duplicate is harmless)
-    if won:
-        _send(session_id, countdown, urgent, mark=None)
-    return won
-
-
 def _due(mark: bytes) -> float:
     try:
         return float(mark)

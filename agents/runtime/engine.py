@@ -115,15 +115,16 @@ class Slice:
 
 def _drive(session_id: int, owner: Owner) -> None:
     deadline = Slice()
-    claimed = store.claim(session_id, owner)
-    # The trigger that brought us here stays marked until its claim is
-    # settled (dispatch.py): from now on the session shows its owner, or
-    # had nothing to run. Cleared before the claim, a slot waiting for a
-    # pooled connection looked ownerless and unmarked to the sweeper, which
-    # sent it a second trigger (1,875 of 2,000 sessions of a burst,
-    # bench.intake). A claim that raised settled nothing: the mark stays
-    # for advance() to send the trigger again (away.py), or for the sweeper.
-    dispatch.clear_mark(session_id)
+    try:
+        claimed = store.claim(session_id, owner)
+    finally:
+        # The trigger that brought us here stays marked until its claim is
+        # settled (dispatch.py): from now on the session shows its owner,
+        # or had nothing to run. Cleared before the claim, a slot waiting
+        # for a pooled connection looked ownerless and unmarked to the
+        # sweeper, which sent it a second trigger (1,875 of 2,000 sessions
+        # of a burst, bench.intake).
+        dispatch.clear_mark(session_id)
     while claimed is not None:  # None: nothing to run, or a live slot is on it
         try:
             with observe.turn(claimed):  # log context, recovery count

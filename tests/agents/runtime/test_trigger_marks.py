@@ -137,25 +137,3 @@ def test_a_reply_that_streams_is_shown_while_it_streams(broker, settings, monkey
     stream.push("on Monday.")
     stream.close()
     assert live.partial_text(992, 7) == "Your order shipped on Monday."
-
-
-@pytest.mark.django_db(transaction=True)
-def test_a_trigger_sent_again_goes_on_as_one_copy(broker, settings):
-    """A task that met the database away sends its trigger again (runtime/
-    away.py); its duplicates, failing the same way, send nothing more while
-    that one is due, and the sweeper leaves the session to it."""
-    settings.AGENTDESK_SWEEP_GRACE_S = 0
-    session_id = message_post(key="ticket:again", text="Hello").session_id
-    for key in broker.scan_iter("celery*"):  # the trigger was taken by a task, which failed
-        broker.delete(key)
-
-    assert dispatch.send_again(session_id, 5.0, urgent=True)
-    assert _queued(broker) == 1
-    assert float(broker.get(dispatch.mark_key(session_id))) > timezone.now().timestamp() + 4
-    assert not dispatch.send_again(session_id, 5.0, urgent=True)  # a duplicate's failure
-    assert sweeper.sweep() == []
-    assert _queued(broker) == 1
-
-    _age_mark(broker, session_id, 10)  # that one came due, and failed too
-    assert dispatch.send_again(session_id, 1.0, urgent=True)
-    assert _queued(broker) == 2
