@@ -122,12 +122,6 @@ BROKER_DOWN = Gauge(
     ["process"],
     multiprocess_mode="livesum",
 )
-TRIGGERS_SENT_AGAIN = Counter(
-    "agentdesk_triggers_sent_again",
-    "Triggers a task sent again later instead of dropping them, by reason"
-    " (database_away: the database was away when the task ran)",
-    ["reason"],
-)
 APPROVAL_SECONDS = Histogram(
     "agentdesk_approval_decision_seconds",
     "Time from an approval request to its decision, by decision",

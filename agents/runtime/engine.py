@@ -40,18 +40,7 @@ from agents.llm import get_model_client
 from agents.llm.base import ModelAborted, ModelReply, ModelRequest, ModelUnavailable
 from agents.models import ToolCall
 from agents.observability import observe
-from agents.runtime import (
-    away,
-    cancel,
-    dispatch,
-    hooks,
-    live,
-    memory,
-    ownership,
-    store,
-    tooling,
-    triage,
-)
+from agents.runtime import cancel, dispatch, hooks, live, memory, ownership, store, tooling, triage
 from agents.runtime.memory import build_messages  # (a name bench/profile.py times here)
 from agents.runtime.ownership import Owner
 from agents.runtime.state import CallState, Claimed
@@ -81,9 +70,6 @@ def advance(session_id: int) -> None:
         # left it to us; we have let go, so look once more.
         if store.is_runnable(session_id):
             dispatch.enqueue(session_id)
-        away.reached()
-    except away.ERRORS as exc:  # never dropped for a database that went away (away.py)
-        away.send_again_later(session_id, exc)
     finally:
         pool.give_back()
 
