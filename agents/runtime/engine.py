@@ -42,7 +42,6 @@ from agents.models import ToolCall
 from agents.observability import observe
 from agents.runtime import cancel, dispatch, hooks, live, memory, ownership, store, tooling, triage
 from agents.runtime.memory import build_messages  # (a name bench/profile.py times here)
-from agents.runtime.ownership import Owner
 from agents.runtime.state import CallState, Claimed
 from agents.runtime.steps import CallSteps
 from agents.runtime.store import budget as budget_store
@@ -65,7 +64,7 @@ class Stop(enum.Enum):
 
 def advance(session_id: int) -> None:
     try:
-        _drive(session_id, ownership.me())
+        _drive(session_id)
         # Work that arrived while we drove found our name on the session and
         # left it to us; we have let go, so look once more.
         if store.is_runnable(session_id):
@@ -99,9 +98,10 @@ class Slice:
         return False
 
 
-def _drive(session_id: int, owner: Owner) -> None:
+def _drive(session_id: int) -> None:
     deadline = Slice()
     try:
+        owner = ownership.me()
         claimed = store.claim(session_id, owner)
     finally:
         # The trigger that brought us here stays marked until its claim is
@@ -109,7 +109,11 @@ def _drive(session_id: int, owner: Owner) -> None:
         # or had nothing to run. Cleared before the claim, a slot waiting
         # for a pooled connection looked ownerless and unmarked to the
         # sweeper, which sent it a second trigger (1,875 of 2,000 sessions
-        # of a burst, bench.intake).
+        # of a burst, bench.intake). Cleared when the claim, or taking the
+        # liveness lock again before it, failed too (the database away):
+        # the trigger is spent, and the sweeper's next look sends another
+        # (left marked, it waited for the mark to go stale: 10 s, up to
+        # 2 minutes behind a backlog).
         dispatch.clear_mark(session_id)
     while claimed is not None:  # None: nothing to run, or a live slot is on it
         try:

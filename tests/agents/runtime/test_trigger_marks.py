@@ -5,13 +5,16 @@ worker runs, so the triggers stay in the queue."""
 
 from __future__ import annotations
 
+import socket
 from datetime import timedelta
 
+import psycopg
 import pytest
+from django.db import connections
 from django.utils import timezone
 
 from agents.models import SessionRuntime
-from agents.runtime import dispatch, engine, live, sweeper
+from agents.runtime import dispatch, engine, live, ownership, sweeper
 from agents.services import message_post
 
 
@@ -137,3 +140,38 @@ def test_a_reply_that_streams_is_shown_while_it_streams(broker, settings, monkey
     stream.push("on Monday.")
     stream.close()
     assert live.partial_text(992, 7) == "Your order shipped on Monday."
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_trigger_whose_task_cannot_reach_the_database_is_sent_again_at_the_next_sweep(
+    broker, settings
+):
+    """Its task met the database away before it could claim (taking this
+    process's liveness lock again, the first thing it does after a lost
+    connection): the trigger is spent, and its mark goes with it, so the
+    sweeper's next look sends another. (Left marked, it waited for the mark
+    to go stale: 10 s, or 2 minutes behind a backlog.)"""
+    settings.AGENTDESK_SWEEP_GRACE_S = 0
+    session_id = message_post(key="ticket:away", text="Hello").session_id
+    for key in broker.scan_iter("celery*"):  # the trigger was taken by a task...
+        broker.delete(key)
+    assert broker.exists(dispatch.mark_key(session_id))
+
+    # ...in a process whose liveness connection was lost with the database,
+    # which refuses new connections (a port nothing listens on, on loopback).
+    ownership.release_liveness()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
+    db = connections["default"].settings_dict
+    port = db["PORT"]
+    db["PORT"] = closed_port
+    try:
+        with pytest.raises(psycopg.OperationalError):
+            engine.advance(session_id)
+    finally:
+        db["PORT"] = port
+    assert not broker.exists(dispatch.mark_key(session_id))
+
+    assert sweeper.sweep() == [session_id]
+    assert _queued(broker) == 1
