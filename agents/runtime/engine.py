@@ -102,7 +102,11 @@ def _drive(session_id: int) -> None:
     deadline = Slice()
     try:
         owner = ownership.me()
-        claimed = store.claim(session_id, owner)
+        try:
+            claimed = store.claim(session_id, owner)
+        except BaseException:
+            store.disown(session_id, owner)  # it may have committed, its answer lost
+            raise
     finally:
         # The trigger that brought us here stays marked until its claim is
         # settled (dispatch.py): from now on the session shows its owner,

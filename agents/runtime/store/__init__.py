@@ -18,7 +18,14 @@ The status writers are agents/transitions.py's, imported from there by
 one name each (toolcall_move, turn_move, session_move).
 """
 
-from agents.runtime.store.claims import abandon, abandon_pending, claim, is_runnable, release
+from agents.runtime.store.claims import (
+    abandon,
+    abandon_pending,
+    claim,
+    disown,
+    is_runnable,
+    release,
+)
 from agents.runtime.store.control import (
     cancel_open_calls,
     cancel_turn,
@@ -44,6 +51,7 @@ __all__ = [
     "record_retrying",
     "abandon",
     "abandon_pending",
+    "disown",
     "cancel_open_calls",
     "cancel_turn",
     "claim",

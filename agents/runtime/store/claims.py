@@ -270,37 +270,64 @@ def abandon(claimed: Claimed) -> None:
     (abandon_pending): this process keeps its liveness key through a lost
     connection (ownership.py), so its key alone would keep the session
     ours, with no slot on it, for the life of the process."""
+    _let_go_or_later(_Hold(claimed.session_id, fence=claimed.fence))
+
+
+def disown(session_id: int, owner: Owner) -> None:
+    """After a claim that raised: if it committed all the same (the server
+    went away between its commit and its answer), the session shows this
+    slot's name and this live process's key, and no slot drives it; the
+    sweeper would never look at it again (seen: a session stuck after a
+    PostgreSQL crash until the campaign gave up on it). Let go of it as
+    abandon() does, by the slot's name: no other slot writes that name,
+    and a claim of another slot since has written its own."""
+    _let_go_or_later(_Hold(session_id, owner_name=owner.name))
+
+
+@dataclass(frozen=True)
+class _Hold:
+    """A session to let go of: by the fence of our claim, or by our name."""
+
+    session_id: int
+    fence: int | None = None
+    owner_name: str | None = None
+
+
+def _let_go_or_later(hold: _Hold) -> None:
     for _ in (1, 2):
-        if _let_go(claimed.session_id, claimed.fence):
+        if _let_go(hold):
             return
         # The failure may have been this very connection (terminated, or
         # broken mid-statement): the pool discards it, the retry borrows another.
         connection.close()
-    log.warning("session %s: could not let go; the watchdog will", claimed.session_id)
+    log.warning("session %s: could not let go; the watchdog will", hold.session_id)
     with _pending_lock:
-        _pending.append((claimed.session_id, claimed.fence))
+        _pending.append(hold)
 
 
 def abandon_pending() -> None:
-    """Let go of the claims abandon() could not (the watchdog, every sweep)."""
+    """Let go of the claims abandon() and disown() could not (the watchdog, every sweep)."""
     with _pending_lock:
         pending, _pending[:] = list(_pending), []
-    failed = [(sid, fence) for sid, fence in pending if not _let_go(sid, fence)]
+    failed = [hold for hold in pending if not _let_go(hold)]
     if failed:
         connection.close()
         with _pending_lock:
             _pending.extend(failed)
 
 
-_pending: list[tuple[int, int]] = []
+_pending: list[_Hold] = []
 _pending_lock = threading.Lock()
 
 
-def _let_go(session_id: int, fence: int) -> bool:
+def _let_go(hold: _Hold) -> bool:
+    rows = SessionRuntime.objects.filter(pk=hold.session_id)
+    if hold.fence is not None:
+        rows = rows.filter(fence=hold.fence)
+    else:
+        rows = rows.filter(owner=hold.owner_name)
     try:
-        SessionRuntime.objects.filter(pk=session_id, fence=fence).update(
-            owner_process=0, updated_at=timezone.now()
-        )
+        rows.update(owner_process=0, updated_at=timezone.now())
         return True
     except Exception:
         return False

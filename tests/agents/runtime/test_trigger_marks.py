@@ -14,7 +14,7 @@ from django.db import connections
 from django.utils import timezone
 
 from agents.models import SessionRuntime
-from agents.runtime import dispatch, engine, live, ownership, sweeper
+from agents.runtime import dispatch, engine, live, ownership, store, sweeper, trigger_wire
 from agents.services import message_post
 
 
@@ -175,3 +175,38 @@ def test_a_trigger_whose_task_cannot_reach_the_database_is_sent_again_at_the_nex
 
     assert sweeper.sweep() == [session_id]
     assert _queued(broker) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_claim_that_raised_after_its_commit_does_not_strand_the_session(broker, settings):
+    """A claim committed (the session shows the slot's name and this live
+    process's key) and its answer was lost with the database: the slot
+    raised, and no slot drives the session. The sweeper leaves a live
+    process's sessions alone, so the slot lets go of it by its name
+    (store.disown, engine._drive): then it is a dead owner's, sent at the
+    next sweep as urgent work. A claim made since by another slot, under its
+    own name, is left alone."""
+    settings.AGENTDESK_SWEEP_GRACE_S = 0
+    settings.AGENTDESK_SWEEP_INTERVAL_S = 0  # no rejoining pause (an earlier test re-took our lock)
+    session_id = message_post(key="ticket:lost-answer", text="Hello").session_id
+    broker.flushdb()  # the trigger was taken (and its mark cleared) by the task
+    us = ownership.me()
+    SessionRuntime.objects.filter(session_id=session_id).update(
+        owner=us.name,
+        owner_process=us.process,
+        fence=1,  # what the lost commit wrote
+    )
+    try:
+        assert sweeper.sweep() == []  # a live process's slot: stranded
+
+        other = ownership.Owner(name="elsewhere:1/1", process=us.process)
+        store.disown(session_id, other)  # not its name: nothing changes
+        assert SessionRuntime.objects.get(pk=session_id).owner_process == us.process
+
+        store.disown(session_id, us)
+        runtime = SessionRuntime.objects.get(pk=session_id)
+        assert (runtime.owner, runtime.owner_process) == (us.name, 0)
+        assert sweeper.sweep() == [session_id]
+        assert broker.llen(trigger_wire.lane(dispatch.URGENT)) == 1
+    finally:
+        ownership.release_liveness()
