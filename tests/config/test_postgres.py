@@ -11,11 +11,15 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import psycopg
 import pytest
 from django.db import connection, connections
+from psycopg_pool import ConnectionPool, PoolTimeout
 
+from bench.chaos.proxy import Proxy
 from config.postgres import base as backend
 from tests.agents.helpers import at_once
 from tests.processes import wait_for
@@ -247,31 +251,35 @@ def test_many_more_borrowers_than_connections_all_get_theirs_in_turn(monkeypatch
     assert connection.pool.get_stats()["pool_size"] <= 2
 
 
+@contextmanager
+def _pool_behind_a_proxy(**options) -> Iterator[tuple[ConnectionPool, Proxy]]:
+    """A psycopg pool of its own reaching the test database through a proxy
+    of the test's own (bench/chaos/proxy.py), which cuts and heals; opened,
+    and with the capped reconnection of Django's pools."""
+    params = _params()
+    proxy = Proxy((params.get("host") or "127.0.0.1", int(params.get("port") or 5432))).start()
+    pool = ConnectionPool(
+        kwargs={**params, "host": "127.0.0.1", "port": proxy.port}, open=False, **options
+    )
+    backend.reconnect_soon(pool)  # as on every pool Django makes here
+    try:
+        pool.open(wait=True)
+        yield pool, proxy
+    finally:
+        pool.close()
+        proxy.stop()
+
+
 @pytest.mark.slow
 def test_a_connection_lost_to_an_outage_is_made_again_within_seconds_of_its_end():
     """psycopg_pool tries a lost connection again 1, 2, 4, 8 ... s apart: its
     fifth try comes 15 s after the loss, 8 s after an outage of 7 s ended.
     Capped (backend.reconnect_soon, on every pool Django makes here), the
-    next try is at most RECONNECT_EVERY_S away. The outage is a proxy of the
-    test's own that refuses every connection (bench/chaos/proxy.py)."""
-    from psycopg_pool import ConnectionPool, PoolTimeout
-
-    from bench.chaos.proxy import Proxy
-
+    next try is at most RECONNECT_EVERY_S away. The outage: the proxy
+    refuses every connection."""
     assert "schedule_task" in connection.pool.__dict__  # Django's pool here is capped
-    params = _params()
-    proxy = Proxy((params.get("host") or "127.0.0.1", int(params.get("port") or 5432))).start()
-    pool = ConnectionPool(
-        kwargs={**params, "host": "127.0.0.1", "port": proxy.port},
-        min_size=1,
-        max_size=1,
-        timeout=0.5,
-        check=ConnectionPool.check_connection,
-        open=False,
-    )
-    backend.reconnect_soon(pool)
-    try:
-        pool.open(wait=True)
+    options = {"min_size": 1, "max_size": 1, "timeout": 0.5}
+    with _pool_behind_a_proxy(check=ConnectionPool.check_connection, **options) as (pool, proxy):
         proxy.cut()
         with pytest.raises(PoolTimeout):  # the ping finds it dead; no new one can be made
             pool.getconn()
@@ -282,9 +290,6 @@ def test_a_connection_lost_to_an_outage_is_made_again_within_seconds_of_its_end(
         with pool.connection(timeout=10) as conn:
             conn.execute("SELECT 1")
         took = time.monotonic() - healed
-    finally:
-        pool.close()
-        proxy.stop()
     print(f"a connection again {took:.2f}s after the outage ended")
     assert took < backend.RECONNECT_EVERY_S + 1.5
 
@@ -296,30 +301,13 @@ def test_after_a_restart_a_borrow_does_not_find_the_broken_connections_one_by_on
     finds one broken; the others are pinged and replaced at once, so it
     has a new connection at once, not after a pause per broken connection,
     each twice the last (0 + 1 + 2 + 4 s: 6.6 s measured without)."""
-    from psycopg_pool import ConnectionPool
-
-    from bench.chaos.proxy import Proxy
-
-    params = _params()
-    proxy = Proxy((params.get("host") or "127.0.0.1", int(params.get("port") or 5432))).start()
-    pool = ConnectionPool(
-        kwargs={**params, "host": "127.0.0.1", "port": proxy.port},
-        min_size=4,
-        max_size=4,
-        timeout=20,
-        check=backend.check_unless_fresh,
-        open=False,
-    )
-    try:
-        pool.open(wait=True)
+    options = {"min_size": 4, "max_size": 4, "timeout": 20}
+    with _pool_behind_a_proxy(check=backend.check_unless_fresh, **options) as (pool, proxy):
         proxy.cut()
         proxy.heal()
         started = time.monotonic()
         with pool.connection() as conn:
             conn.execute("SELECT 1")
         took = time.monotonic() - started
-    finally:
-        pool.close()
-        proxy.stop()
     print(f"a working connection {took:.2f}s after the restart")
     assert took < 2.0
