@@ -18,6 +18,12 @@ from agents.runtime import dispatch, engine, live, ownership, store, sweeper, tr
 from agents.services import message_post
 
 
+def _drain(broker) -> None:
+    """Empty the broker's queue (every priority's list): the triggers taken."""
+    for key in broker.scan_iter("celery*"):
+        broker.delete(key)
+
+
 def _queued(broker) -> int:
     """Triggers waiting in the broker (every priority's list)."""
     return sum(
@@ -36,8 +42,7 @@ def test_a_queued_trigger_is_not_sent_twice_and_a_lost_one_is_sent_again(broker,
     assert _queued(broker) == 1
 
     # Lost: the queue emptied (a Redis restart takes the mark with it).
-    for key in broker.scan_iter("celery*"):
-        broker.delete(key)
+    _drain(broker)
     broker.delete(dispatch.mark_key(session_id))
     assert sweeper.sweep() == [session_id]
     assert _queued(broker) == 1
@@ -68,8 +73,7 @@ def test_a_trigger_behind_a_backlog_is_not_sent_twice_until_the_keep_time(broker
     assert sweeper.sweep() == [first]
     assert _queued(broker) == 3
 
-    for key in broker.scan_iter("celery*"):  # the queue drained, by a worker that then died
-        broker.delete(key)
+    _drain(broker)  # the queue drained, by a worker that then died
     _age_mark(broker, second, dispatch.MARK_TTL_S + 1)
     assert sweeper.sweep() == [second]  # first's mark is fresh again: it was just resent
     assert sweeper.sweep() == []
@@ -78,8 +82,7 @@ def test_a_trigger_behind_a_backlog_is_not_sent_twice_until_the_keep_time(broker
 @pytest.mark.django_db(transaction=True)
 def test_two_sweepers_send_a_stale_trigger_once(broker, settings):
     session_id = message_post(key="ticket:race", text="Hello").session_id
-    for key in broker.scan_iter("celery*"):
-        broker.delete(key)
+    _drain(broker)
     _age_mark(broker, session_id, dispatch.MARK_TTL_S + 1)
     stale = broker.get(dispatch.mark_key(session_id))
     # Both sweepers read the stale mark; the first renews it and sends...
@@ -153,8 +156,7 @@ def test_a_trigger_whose_task_cannot_reach_the_database_is_sent_again_at_the_nex
     to go stale: 10 s, or 2 minutes behind a backlog.)"""
     settings.AGENTDESK_SWEEP_GRACE_S = 0
     session_id = message_post(key="ticket:away", text="Hello").session_id
-    for key in broker.scan_iter("celery*"):  # the trigger was taken by a task...
-        broker.delete(key)
+    _drain(broker)  # the trigger was taken by a task...
     assert broker.exists(dispatch.mark_key(session_id))
 
     # ...in a process whose liveness connection was lost with the database,
