@@ -13,8 +13,8 @@
 - live.py       streaming a reply's text to live viewers
 - dispatch.py   enqueueing `advance` (by task name)
 - sweeper.py    re-enqueueing sessions that have work and no live owner
-- watchdog.py   the sweeper thread of every worker process, and its check
-                that the process still holds its liveness lock
+- watchdog.py   the threads of every worker process that sweep, and that
+                keep the process's liveness lock (taken again once lost)
 - hooks.py      the plug points features register on (the runtime imports
                 no feature: tests/test_import_contracts.py)
 """

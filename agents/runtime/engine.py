@@ -102,11 +102,7 @@ def _drive(session_id: int) -> None:
     deadline = Slice()
     try:
         owner = ownership.me()
-        try:
-            claimed = store.claim(session_id, owner)
-        except BaseException:
-            store.disown(session_id, owner)  # it may have committed, its answer lost
-            raise
+        claimed = _claim(session_id, owner)
     finally:
         # The trigger that brought us here stays marked until its claim is
         # settled (dispatch.py): from now on the session shows its owner,
@@ -144,12 +140,30 @@ def _drive(session_id: int) -> None:
                 # look after the lock is released.
                 return
         if stop is Stop.SLICE_OVER:
-            store.release(claimed)
+            _release(claimed)
             dispatch.enqueue(session_id)
             return
         if stop is not Stop.TURN_ENDED:
             return
-        claimed = store.claim(session_id, owner)
+        claimed = _claim(session_id, owner)
+
+
+def _claim(session_id: int, owner: ownership.Owner) -> Claimed | None:
+    try:
+        return store.claim(session_id, owner)
+    except BaseException:
+        # It may have committed, its answer lost: then the session shows our
+        # name and our live process's key, and no sweeper would look at it.
+        store.disown(session_id, owner)
+        raise
+
+
+def _release(claimed: Claimed) -> None:
+    try:
+        store.release(claimed)
+    except BaseException:  # the database away: our name would keep it ours, undriven
+        store.abandon(claimed)
+        raise
 
 
 def _run_turn(claimed: Claimed, deadline: Slice) -> Stop:

@@ -100,9 +100,17 @@ class _Liveness:
 
     def check(self) -> None:
         """Ask the server whether the lock's connection is still there (the
-        watchdog thread, every sweep): a lost one is re-taken with a new key."""
+        watchdog's liveness thread, every sweep interval): a lost one is
+        taken again, with the same key while that is free. One that could
+        not be taken again (the database still away) is tried on every
+        check until it is: it used to wait for a slot's next claim, and a
+        process whose slots all waited on the model meanwhile looked dead
+        to every other sweeper, which took its sessions over (calls paid
+        twice after a PostgreSQL crash, issue 26)."""
         conn = self._conn
         if conn is None:
+            if self._last_key:  # lost, and not taken again yet
+                self.key()
             return
         try:
             with self._lock:
@@ -120,6 +128,11 @@ class _Liveness:
                 except psycopg.Error:
                     pass
             self._conn, self._key = None, 0
+
+    def release(self) -> None:
+        """Let go for good (a clean exit): not taken again by a check."""
+        self.close()
+        self._last_key, self.retaken_at = 0, None
 
     def _acquire(self) -> None:
         if self._conn is not None:  # broken: whatever it held, Postgres let go
@@ -192,6 +205,23 @@ def is_alive(process: int) -> bool:
         return cursor.fetchone()[0]
 
 
+def may_take_over(process: int) -> bool:
+    """Whether a session owned by `process` may be taken from it: its lock
+    is free, and not in the moment when every worker's lock went at once.
+
+    This process learns that its own lock went (the database restarted)
+    only when it next looks, up to a sweep interval later; until then
+    rejoining() says no, and a free lock of another process looked like a
+    dead owner: a claim or a sweep in that moment took over sessions whose
+    slots were alive, their model calls in flight (124 sessions taken over
+    within a second of one restart, chaos campaign). So before taking over,
+    look at our own lock: lost, it is taken again now, and we are rejoining."""
+    if is_alive(process):
+        return False
+    check_liveness()
+    return not rejoining()
+
+
 def rejoining() -> bool:
     """Whether this process took its liveness lock again a moment ago
     (within two sweep intervals). What takes every worker's lock away at
@@ -220,4 +250,4 @@ def release_liveness() -> None:
     """Let go of the liveness lock (a clean exit; tests dropping their database)."""
     made = _liveness.current()
     if made is not None:
-        made.close()
+        made.release()

@@ -9,9 +9,14 @@ doing; the re-enqueued trigger then jumps the routine backlog (dispatch.URGENT).
 Several workers sweeping at once send one trigger per session: the sweeper's
 Redis marker (SET NX) lets only the first through.
 
-The same thread checks, every interval, that this process's liveness lock
-still stands (runtime/ownership.py), and gives its pooled connection back
-after each sweep.
+A thread of its own checks, every interval, that this process's liveness
+lock still stands, and takes it again once lost (runtime/ownership.py). It
+used to be the sweeper's first step, and a sweep can wait seconds (for a
+pooled connection among a thousand slots, on a cut link): a process whose
+lock went with a PostgreSQL restart took it again 20 s later, and every
+other process's sweeper had taken its sessions over meanwhile, its model
+calls in flight paid again (issue 26). That thread holds no pooled
+connection; the lock's is its own.
 """
 
 from __future__ import annotations
@@ -39,15 +44,23 @@ def start() -> None:
         if _started_in == os.getpid() or settings.AGENTDESK_SWEEP_INTERVAL_S <= 0:
             return
         _started_in = os.getpid()
-    thread = threading.Thread(target=_run, name="sweeper", daemon=True)
-    thread.start()
+    for target, name in ((_keep_liveness, "liveness"), (_sweep, "sweeper")):
+        threading.Thread(target=target, name=name, daemon=True).start()
 
 
-def _run() -> None:
+def _keep_liveness() -> None:
     stop = threading.Event()  # never set: the thread ends with its (daemon) process
     while not stop.wait(settings.AGENTDESK_SWEEP_INTERVAL_S):
         try:
             ownership.check_liveness()
+        except Exception:  # the database away: try again next interval
+            log.warning("liveness thread: could not take the liveness lock again", exc_info=True)
+
+
+def _sweep() -> None:
+    stop = threading.Event()
+    while not stop.wait(settings.AGENTDESK_SWEEP_INTERVAL_S):
+        try:
             connection.close_if_unusable_or_obsolete()
             store.abandon_pending()  # claims a lost connection kept us from letting go
             store.never_sent_pending()  # ...and calls it kept us from saying never left

@@ -92,8 +92,8 @@ def _claim_general(session_id: int, owner: Owner) -> Claimed | None:
     # duplicate trigger). Our own name left behind is a step of ours that never
     # reached its record: a recovery like a dead owner's.
     if runtime.owner and runtime.owner != owner.name:
-        if ownership.is_alive(runtime.owner_process) or ownership.rejoining():
-            return None  # (rejoining: it may be alive, about to take its lock again)
+        if not ownership.may_take_over(runtime.owner_process):
+            return None  # alive, or may be: about to take its lock again
     specs: list[EventSpec] = []
     recovered = bool(runtime.owner)
     if recovered:

@@ -55,7 +55,8 @@ def retrying(claimed: Claimed, what: str, write: Callable[[], R]) -> R:
     the same way: a step backing off after its model or its tool's provider
     failed (store/control.py) must not be given up, and the step done again,
     for a connection blip. `write` checks the fence itself and must be safe
-    to run twice: its first commit may have landed with the answer lost."""
+    to run twice: its first commit may have landed with the answer lost.
+    (Or a read a paid step needs before its record: store.undone_actions.)"""
     return _retrying(claimed, what, write, None)
 
 

@@ -77,3 +77,43 @@ def test_a_result_whose_answer_was_lost_is_not_recorded_twice(through_proxy):
     assert len(tries) == 1  # never written again
     results = Event.objects.filter(session=session, kind="tool.finished")
     assert results.count() == 1
+
+
+def test_the_read_between_a_paid_reply_and_its_record_waits_out_a_lost_connection(
+    through_proxy,
+):
+    """A reply that would end the turn first asks which of the turn's
+    actions could not be done (engine._undone): given up on a lost
+    connection, the reply was lost and the model paid again."""
+    owner = Owner(name="vm:1/1", process=0)
+    _, claimed = call_running("ticket:undone-read", owner, name="lookup_order", kind="read_only")
+    through_proxy.cut()
+    threading.Thread(target=_heal_after_a_refusal, args=(through_proxy,)).start()
+
+    assert store.undone_actions(claimed) == []
+    assert through_proxy.refused > 0  # it was tried while cut, and again once healed
+
+
+def test_a_slot_that_could_not_let_go_at_its_slice_end_lets_go_once_the_database_is_back(
+    through_proxy,
+):
+    """A slot whose time slice ran out lets go (store.release) and sends its
+    own trigger. When the release failed (the database away), its name and
+    its live process's key stayed on the session, which no slot drove and no
+    sweeper looked at. Now it is let go the way a dead owner's is (abandon):
+    at once if it can, else by the watchdog once the database is back."""
+    from agents.models import SessionRuntime
+    from agents.runtime import engine
+
+    owner = Owner(name="vm:1/1", process=4242)  # a live process's key, as far as this goes
+    session, claimed = call_running(
+        "ticket:slice-away", owner, name="lookup_order", kind="read_only"
+    )
+    through_proxy.cut()
+    threading.Thread(target=_heal_after_a_refusal, args=(through_proxy,)).start()
+    with pytest.raises(OperationalError):
+        engine._release(claimed)
+
+    store.abandon_pending()  # the watchdog's next look, if it could not at once
+    runtime = SessionRuntime.objects.get(session_id=session.id)
+    assert (runtime.owner, runtime.owner_process) == ("vm:1/1", 0)  # a dead owner's: swept

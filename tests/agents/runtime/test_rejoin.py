@@ -85,3 +85,64 @@ def test_unowned_work_is_still_sent_while_this_process_rejoins(broker, settings)
     )
     _lose_and_retake_our_lock()
     assert sweeper.sweep() == [waiting]
+
+
+def _terminate_our_lock_unnoticed() -> None:
+    """The server lets go of our lock (a restart, every backend terminated)
+    and this process has not looked yet: its watchdog looks once an interval."""
+    ownership.me()
+    assert not ownership.rejoining()
+    pid = ownership._liveness.get()._conn.info.backend_pid
+    s = connection.settings_dict
+    with psycopg.connect(
+        dbname=s["NAME"], user=s["USER"], host=s["HOST"], port=s["PORT"] or 5432, autocommit=True
+    ) as other:
+        other.execute("SELECT pg_terminate_backend(%s)", [pid])
+        wait_for(
+            lambda: (
+                not other.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", [pid]
+                ).fetchone()[0]
+            ),
+            timeout=10,
+            what="our liveness backend to end",
+        )
+
+
+def test_a_claim_looks_at_our_own_lock_before_it_takes_a_session_over(broker, settings):
+    """Our lock went with the ghost's, and we have not noticed: the claim
+    finds out (and takes ours again) before it believes the ghost dead."""
+    settings.AGENTDESK_SWEEP_INTERVAL_S = 1.0
+    settings.AGENTDESK_SWEEP_GRACE_S = 0
+    session_id = _owned_by_a_ghost(broker, "ticket:rejoin-unnoticed")
+    _terminate_our_lock_unnoticed()
+
+    assert store.claim(session_id, ownership.me()) is None
+    assert ownership.rejoining()  # the claim's look took our lock again
+    runtime = SessionRuntime.objects.get(session_id=session_id)
+    assert (runtime.owner, runtime.fence) == ("ghost:1/1", 1)
+
+
+def test_a_sweep_looks_at_our_own_lock_before_it_takes_a_session_over(broker, settings):
+    settings.AGENTDESK_SWEEP_INTERVAL_S = 1.0
+    settings.AGENTDESK_SWEEP_GRACE_S = 0
+    _owned_by_a_ghost(broker, "ticket:rejoin-unnoticed-sweep")
+    _terminate_our_lock_unnoticed()
+
+    assert sweeper.sweep() == []
+    assert ownership.rejoining()
+
+
+def test_a_lock_not_taken_again_at_once_is_taken_at_the_next_look():
+    """Lost while the database was away, taking it again failed: the next
+    look of the watchdog takes it (it used to wait for a slot's claim)."""
+    key = ownership.me().process
+    made = ownership._liveness.get()
+    made.close()  # as a failed re-take leaves it: no connection, the key remembered
+    ownership.check_liveness()
+    assert made._conn is not None and ownership.me().process == key
+    assert ownership.rejoining()
+
+    ownership.release_liveness()  # a clean exit is for good
+    ownership.check_liveness()
+    assert made._conn is None
