@@ -464,6 +464,8 @@ class Campaign(Sampling):
         charged = report.repeats_by_kind(repeats, self.nemesis.windows)
         db_faults = sum(self.nemesis.counts[k] for k in report.DATABASE_FAULTS)
         twice = sum(charged[k] for k in report.DATABASE_FAULTS)
+        cuts = sum(self.nemesis.counts[k] for k in report.PARTITIONS)
+        cut_twice = sum(charged[k] for k in report.PARTITIONS)
         not_idem = [c for c in world.calls if c.kind == NOT_IDEMPOTENT]
         doubt = sum(1 for c in not_idem if c.status == C.IN_DOUBT)
         conns = [c for phase, c, _ in self.samples if phase != "warmup"]
@@ -491,6 +493,9 @@ class Campaign(Sampling):
                 f"{per_fault:.2f} ({twice} over {db_faults} database faults); per 100 sessions "
                 f"of the run {per_100:.4f}; per 100 sessions open ({self.driver.max_open}) "
                 f"{per_100_open:.2f}"
+            ),
+            "paid twice per partition (the call's stream cut with the host's link)": (
+                f"{cut_twice / cuts if cuts else 0.0:.2f} ({cut_twice} over {cuts} partitions)"
             ),
             "in_doubt per 1,000 not-idempotent calls": (
                 f"{doubt * 1000 / max(1, len(not_idem)):.1f} ({doubt} of {len(not_idem)})"
