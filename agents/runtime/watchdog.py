@@ -53,8 +53,8 @@ def _keep_liveness() -> None:
     while not stop.wait(settings.AGENTDESK_SWEEP_INTERVAL_S):
         try:
             ownership.check_liveness()
-        except Exception:  # the database away: try again next interval
-            log.warning("liveness thread: could not take the liveness lock again", exc_info=True)
+        except Exception as exc:  # the database away: try again next interval (one line each)
+            log.warning("liveness thread: could not take the liveness lock again: %s", exc)
 
 
 def _sweep() -> None:
