@@ -35,22 +35,38 @@ log = logging.getLogger(__name__)
 
 _started_in: int | None = None
 _lock = threading.Lock()
+_stop = threading.Event()  # set only by stop(); else the threads end with their (daemon) process
+_threads: list[threading.Thread] = []
 
 
 def start() -> None:
-    """Start this process's sweeper thread (once per process, fork-aware)."""
+    """Start this process's threads (once per process, fork-aware)."""
     global _started_in
     with _lock:
         if _started_in == os.getpid() or settings.AGENTDESK_SWEEP_INTERVAL_S <= 0:
             return
         _started_in = os.getpid()
-    for target, name in ((_keep_liveness, "liveness"), (_sweep, "sweeper")):
-        threading.Thread(target=target, name=name, daemon=True).start()
+        _stop.clear()
+        _threads[:] = [
+            threading.Thread(target=target, name=name, daemon=True)
+            for target, name in ((_keep_liveness, "liveness"), (_sweep, "sweeper"))
+        ]
+    for thread in _threads:
+        thread.start()
+
+
+def stop(timeout: float = 60.0) -> None:
+    """End the threads (tests: a worker's threads end with its process)."""
+    global _started_in
+    _stop.set()
+    for thread in _threads:
+        thread.join(timeout)
+    with _lock:
+        _started_in = None
 
 
 def _keep_liveness() -> None:
-    stop = threading.Event()  # never set: the thread ends with its (daemon) process
-    while not stop.wait(settings.AGENTDESK_SWEEP_INTERVAL_S):
+    while not _stop.wait(settings.AGENTDESK_SWEEP_INTERVAL_S):
         try:
             ownership.check_liveness()
         except Exception as exc:  # the database away: try again next interval (one line each)
@@ -58,8 +74,7 @@ def _keep_liveness() -> None:
 
 
 def _sweep() -> None:
-    stop = threading.Event()
-    while not stop.wait(settings.AGENTDESK_SWEEP_INTERVAL_S):
+    while not _stop.wait(settings.AGENTDESK_SWEEP_INTERVAL_S):
         try:
             connection.close_if_unusable_or_obsolete()
             store.abandon_pending()  # claims a lost connection kept us from letting go

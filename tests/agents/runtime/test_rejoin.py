@@ -8,6 +8,7 @@ Real Postgres (the liveness connection terminated by the server) and Redis."""
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 
 import psycopg
@@ -16,7 +17,7 @@ from django.db import connection
 from django.utils import timezone
 
 from agents.models import SessionRuntime
-from agents.runtime import ownership, store, sweeper
+from agents.runtime import ownership, store, sweeper, watchdog
 from agents.services import message_post
 from tests.processes import wait_for
 
@@ -146,3 +147,38 @@ def test_a_lock_not_taken_again_at_once_is_taken_at_the_next_look():
     ownership.release_liveness()  # a clean exit is for good
     ownership.check_liveness()
     assert made._conn is None
+
+
+def test_the_look_at_our_own_lock_does_not_wait_behind_a_sweep(broker, settings):
+    """A sweep can wait seconds for a pooled connection (a thousand slots on
+    a few of them) or on a cut link. The look at this process's own lock
+    runs on a thread of its own: a lost lock is taken again within a sweep
+    interval while the sweeper waits. (When the look came first in the
+    sweeper's loop, a worker took its lock again 20 s after a crash, and
+    every other process took its sessions over meanwhile.)"""
+    settings.AGENTDESK_SWEEP_INTERVAL_S = 0.2
+    every = connection.pool.max_size
+    connection.close()
+    release, held = threading.Event(), []
+
+    def hold_one():  # one of the pool's connections, until released
+        connection.ensure_connection()
+        held.append(1)
+        release.wait(60)
+        connection.close()
+
+    holders = [threading.Thread(target=hold_one) for _ in range(every)]
+    for holder in holders:
+        holder.start()
+    wait_for(lambda: len(held) == every, timeout=30, what="the pool's connections all held")
+    watchdog.start()
+    try:
+        waiting = lambda: connection.pool.get_stats().get("requests_waiting", 0)  # noqa: E731
+        wait_for(waiting, timeout=10, what="the sweeper waiting for a connection")
+        _terminate_our_lock_unnoticed()
+        wait_for(ownership.rejoining, timeout=5, what="our lock taken again")
+    finally:
+        release.set()
+        for holder in holders:
+            holder.join(30)
+        watchdog.stop()
