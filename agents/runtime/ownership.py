@@ -27,8 +27,11 @@ another process drew it meanwhile): its slots were alive all along, and a
 session the sweeper did not take over in the gap stays theirs, so a
 connection blip does not pay again for every model call in flight (issue
 26). A session taken over in the gap is fenced off as before: its old slot's
-record matches no row (store.LostClaim). With the key taken, a new one is
-drawn and every claim made under the old one is a dead owner's.
+record matches no row (store.LostClaim). A key still held by the server
+process of our own lost connection (a cut link the server has not noticed
+yet) is freed by ending that process; with the key taken by another
+process, a new one is drawn and every claim made under the old one is a
+dead owner's.
 
 Postgres connections: the liveness lock is one connection per process; all
 claim and record work borrows from the process's small pool (settings'
@@ -86,6 +89,7 @@ class _Liveness:
         self._conn: psycopg.Connection | None = None
         self._key = 0
         self._last_key = 0  # held before the connection was lost: taken again if free
+        self._backend = 0  # the server process that took it (its pid)
         self.retaken_at: float | None = None  # monotonic: the lock taken again after a loss
 
     def key(self) -> int:
@@ -135,12 +139,14 @@ class _Liveness:
         self._last_key, self.retaken_at = 0, None
 
     def _acquire(self) -> None:
-        if self._conn is not None:  # broken: whatever it held, Postgres let go
+        if self._conn is not None:  # broken: the server lets go once it notices
             try:
                 self._conn.close()
             except psycopg.Error:
                 pass
         conn = psycopg.connect(**_connect_params(), autocommit=True)
+        if self._last_key:
+            _end_lost_backend(conn, self._last_key, self._backend)
         previous = self._last_key
         for _ in range(100):  # a taken key (another process drew it) is drawn again
             key, previous = previous or random.randint(1, 2**31 - 1), 0
@@ -149,10 +155,38 @@ class _Liveness:
                 if self._last_key:  # not the first: this process lost its lock and took it again
                     self.retaken_at = time.monotonic()
                 self._conn, self._key, self._last_key = conn, key, key
+                self._backend = conn.info.backend_pid
                 log.info("worker %s holds liveness lock %s", process_name(), key)
                 return
         conn.close()
         raise RuntimeError("could not take a liveness lock: 100 keys taken")
+
+
+HOLDER_SQL = f"""
+    SELECT pid FROM pg_locks
+    WHERE locktype = 'advisory' AND classid = {LOCK_CLASS} AND objid::bigint = %s
+      AND objsubid = 2 AND granted
+      AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+"""  # noqa: S608 (a constant)
+
+
+def _end_lost_backend(conn: psycopg.Connection, key: int, backend: int) -> None:
+    """Our lock may still be held by the server process of the connection
+    we lost: a link cut or gone silent, the server has not noticed yet (its
+    keepalive tells it within about 11 s, settings' keepalives). That
+    backend is ours, the very one that took the lock, so it is ended and
+    the same key taken again. Drawing a new key instead made every session
+    this process's live slots held a dead owner's, taken over by the other
+    workers and their model calls paid again (seen: a worker on seven keys
+    in one three-minute chaos campaign of cuts and crashes)."""
+    try:
+        row = conn.execute(HOLDER_SQL, [key]).fetchone()
+        if row is None or row[0] != backend:
+            return  # free, or another process's
+        log.warning("liveness lock %s still held by our lost connection: ending it", key)
+        conn.execute("SELECT pg_terminate_backend(%s, 5000)", [backend])
+    except psycopg.Error:  # not ours to end (another role): a new key, as before
+        log.warning("could not end our lost liveness connection", exc_info=True)
 
 
 def _connect_params() -> dict:

@@ -182,3 +182,38 @@ def test_the_look_at_our_own_lock_does_not_wait_behind_a_sweep(broker, settings)
         for holder in holders:
             holder.join(30)
         watchdog.stop()
+
+
+def test_our_key_held_by_our_own_lost_connection_is_taken_again():
+    """A cut link: this process gave up on its liveness connection, and the
+    server has not noticed yet, so that connection's backend still holds
+    the lock. The backend is ours: it is ended, and the same key taken
+    again. (A new key made every session of this process a dead owner's.)"""
+    key = ownership.me().process
+    made = ownership._liveness.get()
+    lost = made._conn  # kept open: the server's side of it lives on
+    lost_backend = lost.info.backend_pid
+    made._conn = None  # as check() leaves it after giving up on the connection
+    try:
+        ownership.check_liveness()
+        assert ownership.me().process == key
+        assert made._conn.info.backend_pid != lost_backend
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", [lost_backend])
+            assert cursor.fetchone()[0] == 0
+    finally:
+        lost.close()
+
+
+def test_our_key_taken_by_another_process_is_left_to_it():
+    key = ownership.me().process
+    made = ownership._liveness.get()
+    made.close()  # ours let go...
+    s = connection.settings_dict
+    with psycopg.connect(
+        dbname=s["NAME"], user=s["USER"], host=s["HOST"], port=s["PORT"] or 5432, autocommit=True
+    ) as other:  # ...and drawn by another process
+        other.execute("SELECT pg_advisory_lock(%s, %s)", [ownership.LOCK_CLASS, key])
+        ownership.check_liveness()
+        assert ownership.me().process != key
+        assert other.execute("SELECT 1").fetchone() == (1,)  # not ended
