@@ -117,3 +117,43 @@ def test_a_slot_that_could_not_let_go_at_its_slice_end_lets_go_once_the_database
     store.abandon_pending()  # the watchdog's next look, if it could not at once
     runtime = SessionRuntime.objects.get(session_id=session.id)
     assert (runtime.owner, runtime.owner_process) == ("vm:1/1", 0)  # a dead owner's: swept
+
+
+def test_a_record_waits_for_a_pooled_connection_only_until_its_own_deadline(settings):
+    """Through a fault storm the pool may have nothing to lend for its whole
+    timeout (30 s). A record trying again waits until its own deadline, and a
+    slot letting go a few seconds, then leaves it to the watchdog: waiting
+    on, the slot held its session (its process alive: nobody else may take
+    it) for 55 s after it had given up."""
+    from agents.models import SessionRuntime
+    from agents.runtime.store import claims
+    from tests.agents.helpers import every_pooled_connection_held
+
+    settings.AGENTDESK_RECORD_RETRY_S = 1.0
+    owner = Owner(name="vm:1/1", process=4242)
+    session, claimed = call_running("ticket:pool-dry", owner, name="lookup_order", kind="read_only")
+    call = claimed.calls[0]
+
+    def record():
+        store.record_tool_result(
+            claimed,
+            call,
+            content='{"status": "shipped"}',
+            is_error=False,
+            status="succeeded",
+            data={"tool_use_id": call.tool_use_id, "name": call.name},
+            next_call=None,
+        )
+
+    with every_pooled_connection_held():
+        started = time.monotonic()
+        with pytest.raises(OperationalError):
+            store.record_retrying(claimed, record)
+        assert time.monotonic() - started < 10  # its 1 s (and a last try), not the pool's 30
+
+        started = time.monotonic()
+        store.abandon(claimed)  # two tries, then the watchdog's
+        assert time.monotonic() - started < 2 * claims.LET_GO_WAIT_S + 5
+    store.abandon_pending()  # the watchdog's look, the pool free again
+    runtime = SessionRuntime.objects.get(session_id=session.id)
+    assert (runtime.owner, runtime.owner_process) == ("vm:1/1", 0)
