@@ -93,6 +93,7 @@ def _wait_to_write_again(
         attempt += 1
         _drop_connection()
         if time.monotonic() > deadline:
+            log.warning("session %s: %s given up after %d tries", claimed.session_id, what, attempt)
             raise exc
         log.warning(
             "session %s: %s lost its connection (%s); trying again (%d)",
