@@ -47,9 +47,6 @@ FRESH_S = 1.0
 # The longest a lost connection waits for its next try (psycopg_pool's own
 # backoff doubles from 1 s up to its 5-minute reconnect_timeout).
 RECONNECT_EVERY_S = 2.0
-# A borrow past its caller's deadline still asks once (a free connection is
-# handed over at once).
-MIN_WAIT_S = 0.05
 
 
 def check_unless_fresh(conn) -> None:
@@ -104,12 +101,11 @@ class Shelf:
         if earlier is not None:  # (a thread holds one connection at a time)
             self.pool.putconn(earlier[0])
 
-    def borrow(self, timeout: float | None = None):
+    def borrow(self):
         """A shelved connection (this thread's, else the freshest), else one
-        from the pool, waited for `timeout` seconds (None: the pool's own).
-        A borrower that finds the shelf empty counts itself as waiting
-        before it leaves the lock, so nothing is shelved while it queues in
-        the pool: whoever gives back next hands it over there."""
+        from the pool. A borrower that finds the shelf empty counts itself
+        as waiting before it leaves the lock, so nothing is shelved while it
+        queues in the pool: whoever gives back next hands it over there."""
         while True:
             with self.lock:
                 entry = self._pop()
@@ -121,7 +117,7 @@ class Shelf:
                 return conn
             self.pool.putconn(conn)  # the pool pings, rolls back or replaces it
         try:
-            return self.pool.getconn(timeout)
+            return self.pool.getconn()
         finally:
             with self.lock:
                 self.waiting -= 1
@@ -199,11 +195,6 @@ def reconnect_soon(pool: ConnectionPool) -> None:
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
-    # When set (a time.monotonic()), this thread's borrows wait for a pooled
-    # connection until then at most, not the pool's timeout: a caller with a
-    # deadline of its own (agents/runtime/store/pool.py: waiting_until).
-    borrow_deadline: float | None = None
-
     @property
     def pool(self) -> ConnectionPool | None:
         pool = super().pool
@@ -225,10 +216,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
         self.isolation_level = base.IsolationLevel.READ_COMMITTED
         if pool.closed:  # opened by the first borrow, as Django does
             pool.open()
-        wait = None
-        if self.borrow_deadline is not None:
-            wait = max(MIN_WAIT_S, self.borrow_deadline - time.monotonic())
-        return shelf_of(pool).borrow(wait)
+        return shelf_of(pool).borrow()
 
     def _close(self) -> None:
         conn = self.connection

@@ -6,8 +6,7 @@ import json
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -215,30 +214,3 @@ def call_running(
     )
     claimed.calls = [CallState.from_recorded(call, ids[use_id])]
     return session, claimed
-
-
-@contextmanager
-def every_pooled_connection_held() -> Iterator[None]:
-    """Threads hold all of this process's pooled connections until the block
-    ends: a borrow meanwhile waits (as under a fault storm, when the pool
-    has nothing to lend)."""
-    every = connection.pool.max_size
-    connection.close()
-    release, held = threading.Event(), []
-
-    def hold_one() -> None:
-        connection.ensure_connection()
-        held.append(1)
-        release.wait(60)
-        connection.close()
-
-    holders = [threading.Thread(target=hold_one) for _ in range(every)]
-    for holder in holders:
-        holder.start()
-    try:
-        wait_for(lambda: len(held) == every, timeout=30, what="the pool's connections all held")
-        yield
-    finally:
-        release.set()
-        for holder in holders:
-            holder.join(30)

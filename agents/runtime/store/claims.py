@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,14 +45,9 @@ from agents.runtime.store.control import (
     turn_move,
 )
 from agents.runtime.store.lock import lock_session
-from agents.runtime.store.pool import waiting_until
 from agents.transitions import sql_moves
 
 log = logging.getLogger(__name__)
-# How long letting go of a session waits for a pooled connection: the
-# watchdog tries again every sweep interval, and a slot that cannot let go
-# keeps a session that nobody drives (its process is alive).
-LET_GO_WAIT_S = 5.0
 C = ToolCall.Status
 T = Turn.Status
 S = Session.Status
@@ -313,7 +307,8 @@ def _let_go_or_later(hold: _Hold) -> None:
 
 def abandon_pending() -> None:
     """Let go of the claims abandon() and disown() could not (the watchdog,
-    every sweep); after one that still cannot, the rest wait for the next."""
+    every sweep); after one that still cannot, the rest wait for the next
+    sweep (each try may wait the pool's timeout for a connection)."""
     with _pending_lock:
         pending, _pending[:] = list(_pending), []
     for done, hold in enumerate(pending):
@@ -335,8 +330,7 @@ def _let_go(hold: _Hold) -> bool:
     else:
         rows = rows.filter(owner=hold.owner_name)
     try:
-        with waiting_until(time.monotonic() + LET_GO_WAIT_S):
-            rows.update(owner_process=0, updated_at=timezone.now())
+        rows.update(owner_process=0, updated_at=timezone.now())
         return True
     except Exception:
         return False

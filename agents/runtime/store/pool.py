@@ -27,8 +27,6 @@ resets on Django's side is reset the same way.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.base.base import RAN_DB_VERSION_CHECK
@@ -42,25 +40,6 @@ def give_back() -> None:
     if db.connection is None or db.in_atomic_block or db.pool is None:
         return
     db.close()
-
-
-@contextmanager
-def waiting_until(deadline: float) -> Iterator[None]:
-    """This thread's borrows in the block wait for a pooled connection until
-    `deadline` (time.monotonic()) at most, not the pool's timeout (30 s).
-    For a write that must end by a deadline of its own: a record trying
-    again after a lost connection, a slot letting go. Through a fault
-    storm the pool may have no connection to lend for half a minute, and a
-    slot that waited that long inside its 20 s of retries held its session
-    (a live process's slot: nobody else may take it) for 55 s after it had
-    in fact given up (chaos campaign)."""
-    db = connections[DEFAULT_DB_ALIAS]
-    previous = getattr(db, "borrow_deadline", None)
-    db.borrow_deadline = deadline if previous is None else min(previous, deadline)
-    try:
-        yield
-    finally:
-        db.borrow_deadline = previous
 
 
 def borrow(db) -> None:

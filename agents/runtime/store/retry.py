@@ -35,7 +35,6 @@ from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connec
 from agents.backoff import backoff_s
 from agents.models import Event
 from agents.runtime.state import Claimed
-from agents.runtime.store.pool import waiting_until
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
@@ -66,12 +65,11 @@ def _retrying(
 ) -> R:
     deadline = time.monotonic() + settings.AGENTDESK_RECORD_RETRY_S
     attempt = 0
-    with waiting_until(deadline):  # not the pool's 30 s for a connection: ours
-        while True:
-            try:
-                return write()
-            except (OperationalError, InterfaceError) as exc:
-                attempt = _wait_to_write_again(claimed, what, exc, attempt, deadline, written)
+    while True:
+        try:
+            return write()
+        except (OperationalError, InterfaceError) as exc:
+            attempt = _wait_to_write_again(claimed, what, exc, attempt, deadline, written)
 
 
 def _wait_to_write_again(

@@ -8,6 +8,7 @@ Real Postgres (the liveness connection terminated by the server) and Redis."""
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 
 import psycopg
@@ -18,7 +19,6 @@ from django.utils import timezone
 from agents.models import SessionRuntime
 from agents.runtime import ownership, store, sweeper, watchdog
 from agents.services import message_post
-from tests.agents.helpers import every_pooled_connection_held
 from tests.processes import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -157,12 +157,63 @@ def test_the_look_at_our_own_lock_does_not_wait_behind_a_sweep(broker, settings)
     sweeper's loop, a worker took its lock again 20 s after a crash, and
     every other process took its sessions over meanwhile.)"""
     settings.AGENTDESK_SWEEP_INTERVAL_S = 0.2
-    waiting = lambda: connection.pool.get_stats().get("requests_waiting", 0)  # noqa: E731
+    every = connection.pool.max_size
+    connection.close()
+    release, held = threading.Event(), []
+
+    def hold_one():  # one of the pool's connections, until released
+        connection.ensure_connection()
+        held.append(1)
+        release.wait(60)
+        connection.close()
+
+    holders = [threading.Thread(target=hold_one) for _ in range(every)]
+    for holder in holders:
+        holder.start()
+    wait_for(lambda: len(held) == every, timeout=30, what="the pool's connections all held")
+    watchdog.start()
     try:
-        with every_pooled_connection_held():
-            watchdog.start()
-            wait_for(waiting, timeout=10, what="the sweeper waiting for a connection")
-            _terminate_our_lock_unnoticed()
-            wait_for(ownership.rejoining, timeout=5, what="our lock taken again")
+        waiting = lambda: connection.pool.get_stats().get("requests_waiting", 0)  # noqa: E731
+        wait_for(waiting, timeout=10, what="the sweeper waiting for a connection")
+        _terminate_our_lock_unnoticed()
+        wait_for(ownership.rejoining, timeout=5, what="our lock taken again")
     finally:
-        watchdog.stop()  # the sweeper ends once the pool lends it a connection
+        release.set()
+        for holder in holders:
+            holder.join(30)
+        watchdog.stop()
+
+
+def test_our_key_held_by_our_own_lost_connection_is_taken_again():
+    """A cut link: this process gave up on its liveness connection, and the
+    server has not noticed yet, so that connection's backend still holds
+    the lock. The backend is ours: it is ended, and the same key taken
+    again. (A new key made every session of this process a dead owner's.)"""
+    key = ownership.me().process
+    made = ownership._liveness.get()
+    lost = made._conn  # kept open: the server's side of it lives on
+    lost_backend = lost.info.backend_pid
+    made._conn = None  # as check() leaves it after giving up on the connection
+    try:
+        ownership.check_liveness()
+        assert ownership.me().process == key
+        assert made._conn.info.backend_pid != lost_backend
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", [lost_backend])
+            assert cursor.fetchone()[0] == 0
+    finally:
+        lost.close()
+
+
+def test_our_key_taken_by_another_process_is_left_to_it():
+    key = ownership.me().process
+    made = ownership._liveness.get()
+    made.close()  # ours let go...
+    s = connection.settings_dict
+    with psycopg.connect(
+        dbname=s["NAME"], user=s["USER"], host=s["HOST"], port=s["PORT"] or 5432, autocommit=True
+    ) as other:  # ...and drawn by another process
+        other.execute("SELECT pg_advisory_lock(%s, %s)", [ownership.LOCK_CLASS, key])
+        ownership.check_liveness()
+        assert ownership.me().process != key
+        assert other.execute("SELECT 1").fetchone() == (1,)  # not ended
