@@ -166,6 +166,9 @@ class Campaign(Sampling):
         self.link_transactions: list[str] = []  # a faulted link kept them open (noted)
         self.idle_runnable: dict[int, float] = {}  # session -> longest idle seen (s)
         self.idle_untriggered: dict[int, float] = {}  # ...of those, with no trigger queued
+        # (backends waiting on a lock, of them behind a faulted link's transaction,
+        # the longest wait in s): one per sample while the faults run
+        self.lock_waits: list[tuple[int, int, float]] = []
         self.phase_s: dict[str, float] = {}
 
     def _make_servers(self) -> None:
@@ -512,9 +515,22 @@ class Campaign(Sampling):
                 f"{k} {v:.0f}" for k, v in sorted(rss_after.items())
             ),
             "campaign passes interrupted by database faults": str(self.driver_interruptions),
+            "backends waiting on a lock (sampled while the faults ran)": self._lock_wait_figure(),
             "partitions": self.partitions,
             **self._takeover_figures(world),
         }
+
+    def _lock_wait_figure(self) -> str:
+        samples = self.lock_waits
+        if not samples:
+            return "not sampled"
+        waits = sum(n for n, _, _ in samples)
+        behind = sum(b for _, b, _ in samples)
+        return (
+            f"max {max(n for n, _, _ in samples)}, mean {waits / len(samples):.2f} over "
+            f"{len(samples)} samples; behind a transaction on a faulted link: {behind} of "
+            f"{waits}; longest wait seen {max(w for _, _, w in samples):.1f}s"
+        )
 
     def _takeover_figures(self, world) -> dict[str, str]:
         from bench.chaos import report

@@ -4,8 +4,8 @@ runnable sessions nobody works on (invariants 4, 5, 9 and 10).
 
 A mixin of Campaign (campaign.py), which owns the state these read and
 fill: workers, redis, postgres, sandbox, nemesis, started, samples,
-process_deaths, long_transactions, link_transactions, host_by_address,
-idle_runnable and idle_untriggered.
+process_deaths, long_transactions, link_transactions, lock_waits,
+host_by_address, idle_runnable and idle_untriggered.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ class Sampling:
         self._sample_steady(phase)
         if phase != "after":
             self._sample_transactions()
+            self._sample_lock_waits()
             self._sample_idle_runnable()
 
     def _watch_processes(self) -> None:
@@ -104,6 +105,28 @@ class Sampling:
             line = f"{at} backend {pid} ({app}) idle in a {age:.1f}s transaction: {query}"
             network = self._on_a_faulted_link(client)
             (self.link_transactions if network else self.long_transactions).append(line)
+
+    def _sample_lock_waits(self) -> None:
+        """Backends waiting on a lock (a row another transaction holds), and
+        whether what holds it is a transaction on a faulted link: a cut
+        host's claim keeps its session row locked on the server until the
+        server gives up on the host (keepalive, about 11 s), and another
+        host's claim of that session waits, holding a pooled connection."""
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT w.pid, extract(epoch FROM now() - w.state_change), host(b.client_addr) "
+                "FROM pg_stat_activity w "
+                "CROSS JOIN LATERAL unnest(pg_blocking_pids(w.pid)) AS blocker(pid) "
+                "JOIN pg_stat_activity b ON b.pid = blocker.pid "
+                "WHERE w.datname = current_database() AND w.wait_event_type = 'Lock'"
+            )
+            rows = cursor.fetchall()
+        waiting = {pid for pid, _, _ in rows}
+        behind_a_cut = {pid for pid, _, client in rows if self._on_a_faulted_link(client)}
+        longest = max((float(age) for _, age, _ in rows), default=0.0)
+        self.lock_waits.append((len(waiting), len(behind_a_cut), longest))
 
     def _on_a_faulted_link(self, client: str | None) -> bool:
         """Whether the network, not our code, may be what keeps a transaction
