@@ -11,9 +11,9 @@ countdown). The sweeper leaves a marked session
 alone, so a burst whose triggers wait in the queue is not sent a duplicate
 of each. A mark older than MARK_TTL_S may belong to a lost trigger (Redis
 restarted without the mark's key going too, a message prefetched by a
-worker that then died): it is sent again, unless the broker's queue still
-holds messages, because then the trigger is most likely among them, behind
-the burst it came with (a worker busy with hundreds of sessions takes its
+worker that then died): it is sent again, unless routine triggers still
+wait in the broker's queue, because then the trigger is most likely among
+them, behind the burst it came with (a worker busy with hundreds of sessions takes its
 messages in at tens a second). Past MARK_KEEP_S a trigger is sent again
 whatever the queue holds. (Measured, bench.latency with 500 tickets on one
 worker: with a plain 10 s mark the sweeper sent 372 duplicates for 500
@@ -131,7 +131,7 @@ def mark_unmarked(session_ids: list[int]) -> list[int]:
         return []
     try:
         marks = redis_client().mget([mark_key(session_id) for session_id in session_ids])
-        stale_after = MARK_KEEP_S if _broker_backlog() else MARK_TTL_S
+        stale_after = MARK_KEEP_S if _routine_backlog() else MARK_TTL_S
         now = time.time()
         lost = [
             (session_id, mark)
@@ -191,6 +191,19 @@ def _broker_backlog() -> bool:
     for lane in lanes:
         pipe.llen(lane)
     return any(pipe.execute())
+
+
+def _routine_backlog() -> bool:
+    """Whether routine triggers wait in the broker: the lane a burst's
+    triggers queue in. Not the urgent lane, where beat's ticks come and go
+    every couple of seconds: counted, a tick caught there made a lost
+    trigger's mark look fresh for MARK_KEEP_S, 2 minutes, where MARK_TTL_S
+    was meant (a worker that died holding a trigger it had not claimed yet:
+    its messages come back only after the visibility timeout, an hour)."""
+    if not trigger_wire.redis_broker():
+        return False
+    lane = trigger_wire.lane(settings.CELERY_TASK_DEFAULT_PRIORITY)
+    return bool(_broker_client().llen(lane))
 
 
 def _queue_lanes() -> tuple[str, ...]:

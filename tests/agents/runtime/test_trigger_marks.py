@@ -80,6 +80,22 @@ def test_a_trigger_behind_a_backlog_is_not_sent_twice_until_the_keep_time(broker
 
 
 @pytest.mark.django_db(transaction=True)
+def test_beats_ticks_in_the_urgent_lane_are_no_backlog_a_lost_trigger_waits_behind(
+    broker, settings
+):
+    """A worker died holding a trigger it had not claimed (its messages come
+    back after the visibility timeout, an hour): the mark goes stale after
+    MARK_TTL_S. Beat's ticks pass through the urgent lane every couple of
+    seconds; one caught there made the mark look fresh for MARK_KEEP_S."""
+    settings.AGENTDESK_SWEEP_GRACE_S = 0
+    session_id = message_post(key="ticket:beat-tick", text="Hello").session_id
+    _drain(broker)  # taken by the worker that died
+    _age_mark(broker, session_id, dispatch.MARK_TTL_S + 1)
+    broker.lpush(trigger_wire.lane(dispatch.URGENT), b"a tick of beat's")
+    assert sweeper.sweep() == [session_id]
+
+
+@pytest.mark.django_db(transaction=True)
 def test_two_sweepers_send_a_stale_trigger_once(broker, settings):
     session_id = message_post(key="ticket:race", text="Hello").session_id
     _drain(broker)
