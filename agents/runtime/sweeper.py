@@ -61,6 +61,7 @@ def sweep() -> list[int]:
     enqueued = dispatch.mark_unmarked([session_id for session_id, _ in orphans])
     for session_id in enqueued:
         dispatch.send(session_id, urgent=session_id in urgent)
+    dispatch.kept_sent(enqueued)
     if enqueued:
         log.info("sweeper re-enqueued %d session(s): %s", len(enqueued), enqueued[:20])
     return enqueued

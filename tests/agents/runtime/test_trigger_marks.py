@@ -96,6 +96,29 @@ def test_beats_ticks_in_the_urgent_lane_are_no_backlog_a_lost_trigger_waits_behi
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_sweepers_mark_outlives_its_sweeper_only_once_the_trigger_is_sent(broker, settings):
+    """A sweeper whose host lost Redis between marking a session and sending
+    its trigger can neither send nor clear the mark: Redis lets the mark go
+    by itself after SEND_WINDOW_S, and the next sweep sends. (With the
+    trigger's own 2 minutes, the other sweepers left 198 such sessions
+    alone for 10 s and more: 113 violations in one chaos run.) A mark whose
+    trigger went lives as any trigger's."""
+    settings.AGENTDESK_SWEEP_GRACE_S = 0
+    stranded = message_post(key="ticket:marked-unsent", text="Hello").session_id
+    sent = message_post(key="ticket:marked-sent", text="Hello").session_id
+    _drain(broker)
+    broker.delete(dispatch.mark_key(stranded), dispatch.mark_key(sent))
+
+    assert dispatch.mark_unmarked([stranded]) == [stranded]  # ...and then Redis was gone
+    assert 0 < broker.ttl(dispatch.mark_key(stranded)) <= dispatch.SEND_WINDOW_S
+
+    assert sweeper.sweep() == [sent]  # the stranded one is still marked, for now
+    assert broker.ttl(dispatch.mark_key(sent)) > dispatch.MARK_TTL_S
+    broker.delete(dispatch.mark_key(stranded))  # (as Redis does at SEND_WINDOW_S)
+    assert sweeper.sweep() == [stranded]
+
+
+@pytest.mark.django_db(transaction=True)
 def test_two_sweepers_send_a_stale_trigger_once(broker, settings):
     session_id = message_post(key="ticket:race", text="Hello").session_id
     _drain(broker)
