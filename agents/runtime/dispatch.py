@@ -13,8 +13,8 @@ of each. A mark older than MARK_TTL_S may belong to a lost trigger (Redis
 restarted without the mark's key going too, a message prefetched by a
 worker that then died): it is sent again, unless routine triggers still
 wait in the broker's queue, because then the trigger is most likely among
-them, behind the burst it came with (a worker busy with hundreds of sessions takes its
-messages in at tens a second). Past MARK_KEEP_S a trigger is sent again
+them, behind the burst it came with (a worker busy with hundreds of
+sessions takes its messages in at tens a second). Past MARK_KEEP_S a trigger is sent again
 whatever the queue holds. (Measured, bench.latency with 500 tickets on one
 worker: with a plain 10 s mark the sweeper sent 372 duplicates for 500
 first triggers.)
@@ -43,9 +43,9 @@ MARK_TTL_S = 10
 # ...and when the queue still holds messages (the trigger is most likely
 # among them): the bound on a lost trigger behind a long backlog.
 MARK_KEEP_S = 120
-# A sweeper's mark lives this long until its trigger is sent (kept_sent
-# then gives it MARK_KEEP_S): Redis expires it by itself if the sweeper's
-# host loses Redis between marking and sending.
+# A sweeper's mark lives this long until its trigger is sent (enqueue
+# marks it again, MARK_KEEP_S, with the message): Redis expires it by itself
+# if the sweeper's host loses Redis between marking and sending.
 SEND_WINDOW_S = 5
 
 # Redis priorities, 0 served first (CELERY_TASK_DEFAULT_PRIORITY is routine).
@@ -54,26 +54,17 @@ ADVANCE = "agents.advance_session"
 
 
 def enqueue(session_id: int, countdown: float | None = None, *, urgent: bool = False) -> None:
-    """Trigger `advance` for a session. `urgent` jumps the routine backlog:
+    """Trigger `advance` for a session, by the task's name (agents/tasks.py,
+    which the runtime does not import). `urgent` jumps the routine backlog:
     for a session whose worker died mid-turn (its recovery bound must not
-    depend on how much routine work is queued)."""
+    depend on how much routine work is queued). The sweeper sends its
+    triggers this way too, after mark_unmarked: the mark it won goes on
+    with the message, and lives as long as any trigger's."""
     # Marked before the send (in the same round trip when it can): the task
     # clears the mark when it claims, which may be before a mark set after
     # the send would land.
     due = time.time() + (countdown or 0)
-    _send(session_id, countdown, urgent, mark=(due, MARK_KEEP_S + int(countdown or 0)))
-
-
-def send(session_id: int, countdown: float | None = None, *, urgent: bool = False) -> None:
-    """The trigger itself, without its mark (the sweeper marks its own).
-    Sent by the task's name (agents/tasks.py), which the runtime does not
-    import."""
-    _send(session_id, countdown, urgent, mark=None)
-
-
-def _send(
-    session_id: int, countdown: float | None, urgent: bool, mark: tuple[float, int] | None
-) -> None:
+    mark = (due, MARK_KEEP_S + int(countdown or 0))
     # Every trigger names its lane: send_task leaves a message at priority 0
     # unless told, where routine work would share the urgent lane.
     priority = URGENT if urgent else settings.CELERY_TASK_DEFAULT_PRIORITY
@@ -92,14 +83,12 @@ def _send(
         )
 
 
-def _push(
-    session_id: int, countdown: float | None, priority: int, mark: tuple[float, int] | None
-) -> None:
+def _push(session_id: int, countdown: float | None, priority: int, mark: tuple[float, int]) -> None:
     """The mark and the message (trigger_wire.py), in one round trip when
     the marks live in the broker's Redis (the default: one REDIS_URL)."""
     body = trigger_wire.message(ADVANCE, session_id, countdown=countdown, priority=priority)
     lane = trigger_wire.lane(priority)
-    if mark is None or settings.CELERY_BROKER_URL != settings.REDIS_URL:
+    if settings.CELERY_BROKER_URL != settings.REDIS_URL:
         _set_mark(session_id, mark)
         _broker_client().lpush(lane, body)
         return
@@ -111,9 +100,7 @@ def _push(
         raise pushed
 
 
-def _set_mark(session_id: int, mark: tuple[float, int] | None) -> None:
-    if mark is None:
-        return
+def _set_mark(session_id: int, mark: tuple[float, int]) -> None:
     try:
         redis_client().set(mark_key(session_id), mark[0], ex=mark[1])
     except redis.RedisError:
@@ -126,7 +113,8 @@ def mark_key(session_id: int) -> str:
 
 def mark_unmarked(session_ids: list[int]) -> list[int]:
     """Mark those of `session_ids` that no trigger is on its way to, and
-    return them: the sessions to send a trigger (two round trips).
+    return them: the sessions to send a trigger (two round trips, three
+    when a mark was found: is there a routine backlog).
 
     Among several sweepers (one per worker) exactly one marks a session
     anew: SET NX for an unmarked one, SET XX GET for a stale one (the one
@@ -135,7 +123,9 @@ def mark_unmarked(session_ids: list[int]) -> list[int]:
         return []
     try:
         marks = redis_client().mget([mark_key(session_id) for session_id in session_ids])
-        stale_after = MARK_KEEP_S if _routine_backlog() else MARK_TTL_S
+        stale_after = MARK_TTL_S
+        if any(mark is not None for mark in marks) and _routine_backlog():
+            stale_after = MARK_KEEP_S
         now = time.time()
         lost = [
             (session_id, mark)
@@ -150,10 +140,10 @@ def mark_unmarked(session_ids: list[int]) -> list[int]:
 def renew_marks(seen: list[tuple[int, bytes | None]]) -> list[int]:
     """Mark each session anew if its mark is still the one seen (None: none
     was), and return those marked: the ones this sweeper sends. A mark
-    lives SEND_WINDOW_S until kept_sent() keeps it: a sweeper whose host
-    lost Redis between marking and sending, and so could neither send nor
-    clear, left its marks for the others to honour (198 sessions marked and
-    not sent in one chaos run, waiting 22-23 s with no trigger)."""
+    lives SEND_WINDOW_S until enqueue() marks it again with its message: a
+    sweeper whose host lost Redis between marking and sending, and so could
+    neither send nor clear, left its marks for the others to honour (198
+    sessions marked and not sent in one chaos run, 22-23 s with no trigger)."""
     if not seen:
         return []
     now = time.time()
@@ -169,21 +159,6 @@ def renew_marks(seen: list[tuple[int, bytes | None]]) -> list[int]:
         for (session_id, mark), answer in zip(seen, answers, strict=True)
         if (answer is True if mark is None else answer == mark)
     ]
-
-
-def kept_sent(session_ids: list[int]) -> None:
-    """The sweeper sent these sessions' triggers: their marks live on as
-    any trigger's (MARK_KEEP_S). Lost now, they go at SEND_WINDOW_S and
-    the next sweep may send a duplicate, which is harmless."""
-    if not session_ids:
-        return
-    try:
-        pipe = redis_client().pipeline(transaction=False)
-        for session_id in session_ids:
-            pipe.expire(mark_key(session_id), MARK_KEEP_S)
-        pipe.execute()
-    except redis.RedisError:
-        pass
 
 
 def _due(mark: bytes) -> float:
@@ -206,14 +181,7 @@ def work_waiting() -> bool:
 def _broker_backlog() -> bool:
     """Whether the broker's queue holds any message (every priority lane of
     the default queue; False when the broker is not Redis)."""
-    lanes = _queue_lanes()
-    if not lanes:
-        return False
-    client = _broker_client()
-    pipe = client.pipeline(transaction=False)
-    for lane in lanes:
-        pipe.llen(lane)
-    return any(pipe.execute())
+    return _any_waiting(_queue_lanes())
 
 
 def _routine_backlog() -> bool:
@@ -225,8 +193,16 @@ def _routine_backlog() -> bool:
     its messages come back only after the visibility timeout, an hour)."""
     if not trigger_wire.redis_broker():
         return False
-    lane = trigger_wire.lane(settings.CELERY_TASK_DEFAULT_PRIORITY)
-    return bool(_broker_client().llen(lane))
+    return _any_waiting((trigger_wire.lane(settings.CELERY_TASK_DEFAULT_PRIORITY),))
+
+
+def _any_waiting(lanes: tuple[str, ...]) -> bool:
+    if not lanes:
+        return False
+    pipe = _broker_client().pipeline(transaction=False)
+    for lane in lanes:
+        pipe.llen(lane)
+    return any(pipe.execute())
 
 
 def _queue_lanes() -> tuple[str, ...]:

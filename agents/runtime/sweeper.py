@@ -60,8 +60,7 @@ def sweep() -> list[int]:
     urgent = {session_id for session_id, dead_owner in orphans if dead_owner}
     enqueued = dispatch.mark_unmarked([session_id for session_id, _ in orphans])
     for session_id in enqueued:
-        dispatch.send(session_id, urgent=session_id in urgent)
-    dispatch.kept_sent(enqueued)
+        dispatch.enqueue(session_id, urgent=session_id in urgent)
     if enqueued:
         log.info("sweeper re-enqueued %d session(s): %s", len(enqueued), enqueued[:20])
     return enqueued
