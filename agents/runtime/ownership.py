@@ -64,11 +64,14 @@ LOCK_CLASS = 0x41440001
 
 # Process keys whose liveness lock is held, in THIS database only: another
 # Agentdesk database on the same server (a test or bench one) has keys of its own.
-LIVE_PROCESSES_SQL = f"""
-    SELECT objid::bigint FROM pg_locks
+_HELD_LIVENESS_LOCKS = f"""
+    FROM pg_locks
     WHERE locktype = 'advisory' AND classid = {LOCK_CLASS} AND objsubid = 2 AND granted
       AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
 """  # noqa: S608 (a constant)
+LIVE_PROCESSES_SQL = f"SELECT objid::bigint {_HELD_LIVENESS_LOCKS}"  # noqa: S608
+# The server process holding one process's lock (ownership._end_lost_backend).
+HOLDER_SQL = f"SELECT pid {_HELD_LIVENESS_LOCKS} AND objid::bigint = %s"  # noqa: S608
 
 IS_ALIVE_SQL = f"SELECT %s IN ({LIVE_PROCESSES_SQL})"  # noqa: S608 (a constant)
 
@@ -162,14 +165,6 @@ class _Liveness:
         raise RuntimeError("could not take a liveness lock: 100 keys taken")
 
 
-HOLDER_SQL = f"""
-    SELECT pid FROM pg_locks
-    WHERE locktype = 'advisory' AND classid = {LOCK_CLASS} AND objid::bigint = %s
-      AND objsubid = 2 AND granted
-      AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-"""  # noqa: S608 (a constant)
-
-
 def _end_lost_backend(conn: psycopg.Connection, key: int, backend: int) -> None:
     """Our lock may still be held by the server process of the connection
     we lost: a link cut or gone silent, the server has not noticed yet (its
@@ -250,10 +245,14 @@ def may_take_over(process: int) -> bool:
     slots were alive, their model calls in flight (124 sessions taken over
     within a second of one restart, chaos campaign). So before taking over,
     look at our own lock: lost, it is taken again now, and we are rejoining."""
-    if is_alive(process):
-        return False
+    return not is_alive(process) and not rejoining_now()
+
+
+def rejoining_now() -> bool:
+    """rejoining(), once this process has looked at its own lock (taking it
+    again if it went): what a claim or a sweep asks before a takeover."""
     check_liveness()
-    return not rejoining()
+    return rejoining()
 
 
 def rejoining() -> bool:

@@ -50,13 +50,11 @@ def orphaned_sessions() -> list[tuple[int, bool]]:
 
 def sweep() -> list[int]:
     orphans = orphaned_sessions()
-    if any(dead for _, dead in orphans):
-        ownership.check_liveness()  # ours may have gone with theirs: see may_take_over
-        if ownership.rejoining():
-            # Every owner may have lost its lock with ours: give the live ones
-            # a moment to take theirs again (ownership.rejoining).
-            log.info("sweeper: owners' locks just went with ours; taking over nothing for now")
-            orphans = [(session_id, dead) for session_id, dead in orphans if not dead]
+    if any(dead for _, dead in orphans) and ownership.rejoining_now():
+        # Every owner may have lost its lock with ours: give the live ones a
+        # moment to take theirs again (ownership.rejoining, may_take_over).
+        log.info("sweeper: owners' locks just went with ours; taking over nothing for now")
+        orphans = [(session_id, dead) for session_id, dead in orphans if not dead]
     urgent = {session_id for session_id, dead_owner in orphans if dead_owner}
     enqueued = dispatch.mark_unmarked([session_id for session_id, _ in orphans])
     for session_id in enqueued:
