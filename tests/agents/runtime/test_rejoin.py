@@ -45,15 +45,16 @@ def _owned_by_a_ghost(broker, key: str) -> int:
     return session_id
 
 
-def _lose_and_retake_our_lock() -> None:
-    ownership.me()  # this process holds its lock
-    made = ownership._liveness.get()
-    pid = made._conn.info.backend_pid
+def _another_connection() -> psycopg.Connection:
+    """A connection of another process's, as far as this one's locks go."""
     s = connection.settings_dict
-    with psycopg.connect(
+    return psycopg.connect(
         dbname=s["NAME"], user=s["USER"], host=s["HOST"], port=s["PORT"] or 5432, autocommit=True
-    ) as other:
-        other.execute("SELECT pg_terminate_backend(%s)", [pid])
+    )
+
+
+def _lose_and_retake_our_lock() -> None:
+    _terminate_our_lock_unnoticed()
     ownership.check_liveness()  # the watchdog's look: lost, taken again (same key)
     assert ownership.rejoining()
 
@@ -94,10 +95,7 @@ def _terminate_our_lock_unnoticed() -> None:
     ownership.me()
     assert not ownership.rejoining()
     pid = ownership._liveness.get()._conn.info.backend_pid
-    s = connection.settings_dict
-    with psycopg.connect(
-        dbname=s["NAME"], user=s["USER"], host=s["HOST"], port=s["PORT"] or 5432, autocommit=True
-    ) as other:
+    with _another_connection() as other:
         other.execute("SELECT pg_terminate_backend(%s)", [pid])
         wait_for(
             lambda: (
@@ -209,10 +207,7 @@ def test_our_key_taken_by_another_process_is_left_to_it():
     key = ownership.me().process
     made = ownership._liveness.get()
     made.close()  # ours let go...
-    s = connection.settings_dict
-    with psycopg.connect(
-        dbname=s["NAME"], user=s["USER"], host=s["HOST"], port=s["PORT"] or 5432, autocommit=True
-    ) as other:  # ...and drawn by another process
+    with _another_connection() as other:  # ...and drawn by another process
         other.execute("SELECT pg_advisory_lock(%s, %s)", [ownership.LOCK_CLASS, key])
         ownership.check_liveness()
         assert ownership.me().process != key
