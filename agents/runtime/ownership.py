@@ -234,23 +234,12 @@ def is_alive(process: int) -> bool:
         return cursor.fetchone()[0]
 
 
-def may_take_over(process: int) -> bool:
-    """Whether a session owned by `process` may be taken from it: its lock
-    is free, and not in the moment when every worker's lock went at once.
-
-    This process learns that its own lock went (the database restarted)
-    only when it next looks, up to a sweep interval later; until then
-    rejoining() says no, and a free lock of another process looked like a
-    dead owner: a claim or a sweep in that moment took over sessions whose
-    slots were alive, their model calls in flight (124 sessions taken over
-    within a second of one restart, chaos campaign). So before taking over,
-    look at our own lock: lost, it is taken again now, and we are rejoining."""
-    return not is_alive(process) and not rejoining_now()
-
-
 def rejoining_now() -> bool:
     """rejoining(), once this process has looked at its own lock (taking it
-    again if it went): what a claim or a sweep asks before a takeover."""
+    again if it went): what a sweep asks before a takeover. This process
+    learns that its lock went (the database restarted) only when it looks,
+    and until then rejoining() says no. A claim looks the same way, outside
+    its transaction (store/claims.py)."""
     check_liveness()
     return rejoining()
 

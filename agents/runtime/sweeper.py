@@ -52,7 +52,7 @@ def sweep() -> list[int]:
     orphans = orphaned_sessions()
     if any(dead for _, dead in orphans) and ownership.rejoining_now():
         # Every owner may have lost its lock with ours: give the live ones a
-        # moment to take theirs again (ownership.rejoining, may_take_over).
+        # moment to take theirs again (ownership.rejoining; store.claim looks the same way).
         log.info("sweeper: owners' locks just went with ours; taking over nothing for now")
         orphans = [(session_id, dead) for session_id, dead in orphans if not dead]
     urgent = {session_id for session_id, dead_owner in orphans if dead_owner}

@@ -122,6 +122,30 @@ def test_a_claim_looks_at_our_own_lock_before_it_takes_a_session_over(broker, se
     assert (runtime.owner, runtime.fence) == ("ghost:1/1", 1)
 
 
+def test_a_claim_looks_at_our_own_lock_outside_its_transaction(broker, settings, monkeypatch):
+    """The look can wait: on the liveness connection (a link gone silent),
+    on the watchdog taking the lock again (connecting, ending our lost
+    backend). Made inside the claim's transaction, it held the session's
+    row lock idle in transaction meanwhile (6-10 s in chaos campaigns,
+    every other claim of the session queued behind it). The claim rolls
+    back, looks, and claims again."""
+    settings.AGENTDESK_SWEEP_GRACE_S = 0
+    session_id = _owned_by_a_ghost(broker, "ticket:rejoin-look-outside")
+    ownership.me()  # our lock taken, and held: not rejoining
+    looks_in_a_transaction = []
+    real_look = ownership.check_liveness
+
+    def look():  # the real look, and where it was made from
+        looks_in_a_transaction.append(connection.in_atomic_block)
+        real_look()
+
+    monkeypatch.setattr(ownership, "check_liveness", look)
+    claimed = store.claim(session_id, ownership.me())
+
+    assert looks_in_a_transaction == [False]
+    assert claimed is not None and claimed.recovered and claimed.fence == 2  # the ghost is dead
+
+
 def test_a_sweep_looks_at_our_own_lock_before_it_takes_a_session_over(broker, settings):
     settings.AGENTDESK_SWEEP_INTERVAL_S = 1.0
     settings.AGENTDESK_SWEEP_GRACE_S = 0
