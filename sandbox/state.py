@@ -98,27 +98,30 @@ class CompletedCalls:
     """Model calls the sandbox completed, which a provider would bill, by the
     request they answered (its system prompt and messages). The same request
     completed again is a call paid twice: whoever asked lost what it learned
-    and asked again. Each repeat keeps when the lost answer was completed, so
-    a fault campaign can say which fault lost it (GET /_model_repeats)."""
+    and asked again. Each repeat keeps when the lost answer was completed and
+    the address it went to, so a fault campaign can say which fault lost it
+    (GET /_model_repeats): a host cut off, or the database away."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._last: dict[bytes, float] = {}  # request digest -> last completed (epoch s)
-        self._repeats: list[tuple[float, float]] = []  # (lost answer completed, again)
+        # request digest -> (last completed, epoch s; the client it went to)
+        self._last: dict[bytes, tuple[float, str]] = {}
+        self._repeats: list[dict[str, Any]] = []
 
-    def completed(self, body: dict[str, Any]) -> None:
+    def completed(self, body: dict[str, Any], client: str = "") -> None:
         request = json.dumps([body.get("system"), body.get("messages")], sort_keys=True)
         digest = hashlib.blake2b(request.encode(), digest_size=16).digest()
         now = time.time()
         with self._lock:
             before = self._last.get(digest)
-            self._last[digest] = now
+            self._last[digest] = (now, client)
             if before is not None:
-                self._repeats.append((before, now))
+                lost_at, lost_by = before
+                self._repeats.append({"lost_at": lost_at, "lost_by": lost_by, "at": now})
 
-    def repeats(self) -> list[dict[str, float]]:
+    def repeats(self) -> list[dict[str, Any]]:
         with self._lock:
-            return [{"lost_at": lost, "at": again} for lost, again in self._repeats]
+            return [dict(repeat) for repeat in self._repeats]
 
     def clear(self) -> None:
         with self._lock:

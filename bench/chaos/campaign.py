@@ -464,7 +464,7 @@ class Campaign(Sampling):
         stats = _get(self.sandbox_url, "/_stats")
         unrecorded = report.completed_unrecorded(stats, world)
         repeats = _get(self.sandbox_url, "/_model_repeats")["repeats"]
-        charged = report.repeats_by_kind(repeats, self.nemesis.windows)
+        charged = report.repeats_by_kind(repeats, self.nemesis.windows, self.host_by_address)
         db_faults = sum(self.nemesis.counts[k] for k in report.DATABASE_FAULTS)
         twice = sum(charged[k] for k in report.DATABASE_FAULTS)
         cuts = sum(self.nemesis.counts[k] for k in report.PARTITIONS)

@@ -29,7 +29,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 import requests
@@ -74,6 +74,18 @@ KINDS = {
 }
 
 
+class Window(NamedTuple):
+    """A fault from beginning to end (epoch seconds): what lost a paid answer."""
+
+    kind: str
+    began: float
+    ended: float
+    host: str = ""  # a partition's host: the answers it lost are the cut's
+
+
+PARTITION_KINDS = ("partition_cut", "partition_blackhole", "partition_delay")
+
+
 @dataclass
 class Probe:
     """A fault of `kind` ended at `at` (epoch seconds; for a kill, the kill)
@@ -111,8 +123,7 @@ class Nemesis:
     lines: list[str] = field(default_factory=list)
     counts: Counter[str] = field(default_factory=Counter)
     probes: list[Probe] = field(default_factory=list)
-    # (kind, began, ended) of every fault, epoch seconds: what lost a paid answer
-    windows: list[tuple[str, float, float]] = field(default_factory=list)
+    windows: list[Window] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
     stopped_at: float | None = None  # epoch seconds: the last fault ended
     broker_back_at: float = 0.0  # epoch seconds: Redis last came back (or was flushed)
@@ -128,13 +139,14 @@ class Nemesis:
         if self.postgres is None:
             self.kinds.pop("postgres_crash", None)  # not the machine's shared server
         if not self.links:
-            for kind in ("partition_cut", "partition_blackhole", "partition_delay"):
+            for kind in PARTITION_KINDS:
                 self.kinds.pop(kind, None)
         links = [link for host_links in self.links.values() for link in host_links]
         if any(getattr(link, "slow_kind", "") == "none" for link in links):
             self.kinds.pop("partition_delay", None)  # no qdisc here to slow a veth with
         self.deck: list[str] = []
         self.decks_dealt = 0
+        self._cut_host = ""  # the host of the last partition
         self.conn: psycopg.Connection | None = None
 
     def start(self) -> None:
@@ -191,7 +203,8 @@ class Nemesis:
                         self.conn = None
                 if target is not None:
                     self._log(kind, target)
-                    self.windows.append((kind, began, time.time()))
+                    host = self._cut_host if kind in PARTITION_KINDS else ""
+                    self.windows.append(Window(kind, began, time.time(), host))
         finally:
             self.stopped_at = time.time()
             if self.conn is not None:
@@ -380,7 +393,7 @@ class Nemesis:
         healed. The other host keeps working and takes the cut host's
         sessions once their liveness locks go; the cut host's claims are
         fenced when it comes back."""
-        host = self.rng.choice(sorted(self.links))
+        host = self._cut_host = self.rng.choice(sorted(self.links))
         pids = [p for s in self.workers.slots if s.host == host for p in s.group_pids()]
         sessions = _owned_by(conn, pids)
         low, high = _range("CHAOS_PARTITION_S", 2.0, 10.0)

@@ -102,7 +102,7 @@ async def create_message(request: Request) -> Response:
     headers = {"request-id": random_id("req_")}
     if body.get("stream"):
         counters.incr("model.mode.stream")
-        stream = _stream(events, pacing, reply, sandbox, body)
+        stream = _stream(events, pacing, reply, sandbox, body, _client(request))
         return StreamingResponse(
             stream, media_type="text/event-stream", headers={**headers, "cache-control": "no-cache"}
         )
@@ -110,15 +110,24 @@ async def create_message(request: Request) -> Response:
     # Same pacing as the stream would have, so [[sandbox:slow]] is slow either way.
     await anyio.sleep(total_delay(events, pacing))
     counters.incr(f"model.outcome.{reply.stop_reason}")
-    sandbox.completed.completed(body)
+    sandbox.completed.completed(body, _client(request))
     return json_response(
         message_json(reply, message_id=message_id, model=body["model"], input_tokens=tokens),
         headers=headers,
     )
 
 
+def _client(request: Request) -> str:
+    return request.client.host if request.client else ""
+
+
 async def _stream(
-    events: list[Event], pacing: Pacing, reply: Reply, sandbox: Sandbox, body: dict[str, Any]
+    events: list[Event],
+    pacing: Pacing,
+    reply: Reply,
+    sandbox: Sandbox,
+    body: dict[str, Any],
+    client: str,
 ) -> AsyncIterator[bytes]:
     finished = False
     try:
@@ -134,7 +143,7 @@ async def _stream(
         outcome = reply.stop_reason if finished else "stream_aborted"
         sandbox.counters.incr(f"model.outcome.{outcome}")
         if finished:
-            sandbox.completed.completed(body)
+            sandbox.completed.completed(body, client)
 
 
 async def count_tokens(request: Request) -> Response:

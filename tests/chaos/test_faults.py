@@ -32,7 +32,7 @@ from bench.chaos.checks import (
     settle_problems,
     steady_problems,
 )
-from bench.chaos.nemesis import KINDS, Nemesis
+from bench.chaos.nemesis import KINDS, Nemesis, Window
 from bench.chaos.proxy import Proxy
 from bench.chaos.report import repeats_by_kind
 from bench.chaos.stack import postgres_bindir
@@ -115,7 +115,7 @@ def test_connections_past_the_bound_or_memory_that_stays_up_are_violations():
 
 
 def test_a_call_paid_twice_is_charged_to_the_fault_that_lost_its_answer():
-    windows = [("worker_sigkill", 100.0, 100.1), ("postgres_crash", 110.0, 113.0)]
+    windows = [Window("worker_sigkill", 100.0, 100.1), Window("postgres_crash", 110.0, 113.0)]
     repeats = [
         {"lost_at": 99.5, "at": 102.0},  # completed just before the kill, never recorded
         {"lost_at": 111.0, "at": 115.0},  # completed while the database was down
@@ -127,6 +127,30 @@ def test_a_call_paid_twice_is_charged_to_the_fault_that_lost_its_answer():
         "postgres_crash": 2,
         "no fault": 1,
     }
+
+
+def test_a_cut_hosts_lost_answers_are_its_cuts_not_a_crash_that_began_a_moment_later():
+    """Host b is cut off; answers it got meanwhile are fenced when it comes
+    back (host a took its sessions). A crash begun a moment after is the
+    latest fault near them, but they were lost to the cut; host a's answer
+    lost in the crash is the crash's, whatever host b's link did."""
+    windows = [
+        Window("partition_cut", 100.0, 108.0, host="b"),
+        Window("postgres_crash", 107.0, 108.5),
+    ]
+    hosts = {"10.0.0.2": "a", "10.0.0.3": "b"}
+    repeats = [
+        {"lost_at": 106.0, "lost_by": "10.0.0.3", "at": 112.0},  # b's, fenced after the cut
+        {"lost_at": 107.5, "lost_by": "10.0.0.2", "at": 111.0},  # a's, lost in the crash
+        {"lost_at": 104.0, "lost_by": "10.0.0.2", "at": 104.5},  # a's, nothing of its own near
+    ]
+    assert repeats_by_kind(repeats, windows, hosts) == {
+        "partition_cut": 1,
+        "postgres_crash": 1,
+        "no fault": 1,
+    }
+    # Without knowing the hosts, the latest fault near each takes it.
+    assert repeats_by_kind(repeats, windows) == {"postgres_crash": 2, "partition_cut": 1}
 
 
 def test_with_a_quota_the_decks_after_the_first_hold_only_the_kinds_still_short(monkeypatch):

@@ -157,6 +157,7 @@ def test_a_request_completed_again_is_a_call_paid_twice(sandbox, anthropic_clien
         stream.until_done()
     (repeat,) = sandbox.get("/_model_repeats").json()["repeats"]
     assert before <= repeat["lost_at"] <= repeat["at"] <= time.time()
+    assert repeat["lost_by"] == "127.0.0.1"  # the address the lost answer went to
 
 
 def test_count_tokens(anthropic_client):
