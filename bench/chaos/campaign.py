@@ -435,8 +435,9 @@ class Campaign(Sampling):
             conn_bound=conn_bound,
         )
         kills = [p for p in self.nemesis.probes if p.kind in report.KILLS]
-        recovery = report.recovery_times(kills, world, self.run_dir)
-        by_kind = report.recovery_by_kind(self.nemesis.probes, world)
+        windows = self.nemesis.windows
+        recovery = report.recovery_times(kills, world, self.run_dir, windows)
+        by_kind = report.recovery_by_kind(self.nemesis.probes, world, windows)
         figures = self._figures(world, conn_bound)
         text = report.render(
             seed=self.seed,

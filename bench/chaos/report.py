@@ -32,6 +32,10 @@ class Recovery:
     # Seconds from the kill to the sweeper's re-enqueue of the session (from
     # the workers' logs), for the samples the sweeper recovered.
     noticed: list[float] = field(default_factory=list)
+    # The samples no other fault overlapped (from this fault to the
+    # session's next event): a kill inside a Redis outage waits for the
+    # broker whatever the runtime does, and shows in `samples` alone.
+    alone: list[float] = field(default_factory=list)
 
     def percentile(self, p: float) -> float:
         if not self.samples:
@@ -139,11 +143,25 @@ def _actor_pid(actor: str) -> int | None:
         return None
 
 
-def recovery_by_kind(probes: list[Any], world: World) -> dict[str, Recovery]:
+def recovery_by_kind(
+    probes: list[Any], world: World, windows: list[Window] | None = None
+) -> dict[str, Recovery]:
     """Per fault kind: from the fault's end (a kill: the kill; an outage: the
     moment it was restored) to each hit session's next event."""
     kinds = sorted({p.kind for p in probes})
-    return {k: recovery_times([p for p in probes if p.kind == k], world) for k in kinds}
+    return {
+        k: recovery_times([p for p in probes if p.kind == k], world, windows=windows) for k in kinds
+    }
+
+
+def _overlapped(probe: Any, until: float, windows: list[Window]) -> bool:
+    """Whether a fault other than the probe's own was on between the probe's
+    time and `until` (its own: of its kind, on at its time or just before)."""
+    for w in windows:
+        own = w.kind == probe.kind and w.began <= probe.at <= w.ended + 1.0
+        if not own and w.began < until and w.ended > probe.at:
+            return True
+    return False
 
 
 def completed_unrecorded(stats: dict[str, Any], world: World) -> int:
@@ -202,7 +220,12 @@ def repeats_by_kind(
     return charged
 
 
-def recovery_times(probes: list[Any], world: World, log_dir: Path | None = None) -> Recovery:
+def recovery_times(
+    probes: list[Any],
+    world: World,
+    log_dir: Path | None = None,
+    windows: list[Window] | None = None,
+) -> Recovery:
     out = Recovery(deaths=len(probes))
     swept = sweeper_enqueues(log_dir) if log_dir else {}
     for probe in probes:
@@ -215,6 +238,8 @@ def recovery_times(probes: list[Any], world: World, log_dir: Path | None = None)
                 continue
             seconds = after[0].created_at.timestamp() - probe.at
             out.samples.append(seconds)
+            if not _overlapped(probe, probe.at + seconds, windows or []):
+                out.alone.append(seconds)
             sweeps = [t - probe.at for t in swept.get(session_id, []) if probe.at < t]
             if sweeps and min(sweeps) <= seconds + 0.05:
                 out.noticed.append(min(sweeps))
@@ -223,6 +248,18 @@ def recovery_times(probes: list[Any], world: World, log_dir: Path | None = None)
                 (seconds, f"{probe.kind} {probe.target}: session {session_id} -> {after[0].kind}")
             )
     return out
+
+
+def _alone(recovery: Recovery) -> str:
+    """The samples no other fault overlapped, when some were."""
+    overlapped = len(recovery.samples) - len(recovery.alone)
+    if not overlapped:
+        return ""
+    alone = Recovery(samples=recovery.alone)
+    return (
+        f" ({overlapped} overlapped by another fault; the other {len(alone.samples)}: "
+        f"p50 {alone.percentile(50):.2f}s p99 {alone.percentile(99):.2f}s)"
+    )
 
 
 def _counter(counter: Counter | dict, indent: str = "    ") -> str:
@@ -279,7 +316,7 @@ def render(
         f"recovery after SIGKILL: {recovery.deaths} kills, {recovery.deaths_owning} owned "
         f"sessions, {len(recovery.samples)} samples ({recovery.via_recovery_event} first seen as "
         f"a recovery event): p50 {p50:.2f}s, p99 {p99:.2f}s, "
-        f"max {max(recovery.samples, default=0):.2f}s",
+        f"max {max(recovery.samples, default=0):.2f}s" + _alone(recovery),
     ]
     if recovery.noticed:
         noticed = Recovery(samples=recovery.noticed)
@@ -311,6 +348,7 @@ def render(
                 f"    {kind}: {len(rec.samples)} samples from {rec.deaths} faults: "
                 f"p50 {rec.percentile(50):.2f}s p99 {rec.percentile(99):.2f}s "
                 f"max {max(rec.samples, default=0):.2f}s"
+                + _alone(rec)
                 # No event after the fault's end: the session went on (on
                 # the other host, after a reconnect) and settled during the
                 # fault; one still stuck would fail invariant 4 or 8.

@@ -20,6 +20,8 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import datetime
+from types import SimpleNamespace
 
 import pytest
 
@@ -32,9 +34,9 @@ from bench.chaos.checks import (
     settle_problems,
     steady_problems,
 )
-from bench.chaos.nemesis import KINDS, Nemesis, Window
+from bench.chaos.nemesis import KINDS, Nemesis, Probe, Window
 from bench.chaos.proxy import Proxy
-from bench.chaos.report import repeats_by_kind
+from bench.chaos.report import recovery_times, repeats_by_kind
 from bench.chaos.stack import postgres_bindir
 from tests.processes import ROOT, wait_for
 
@@ -151,6 +153,27 @@ def test_a_cut_hosts_lost_answers_are_its_cuts_not_a_crash_that_began_a_moment_l
     }
     # Without knowing the hosts, the latest fault near each takes it.
     assert repeats_by_kind(repeats, windows) == {"postgres_crash": 2, "partition_cut": 1}
+
+
+def test_a_recovery_another_fault_overlapped_is_told_apart():
+    """A kill inside a Redis outage waits for the broker, whatever the
+    runtime does: its sample counts in the p99, and the report says which
+    samples no other fault overlapped."""
+    kill = Probe("worker_sigkill", "solo1", 100.0, [1, 2])
+    windows = [
+        Window("worker_sigkill", 99.9, 100.0),  # its own
+        Window("redis_restart", 101.0, 113.0),  # the broker away for 12 s
+    ]
+    at = {1: 101.0, 2: 114.0}  # session 1 recovered before the outage; 2 after it
+    world = SimpleNamespace(
+        events={
+            sid: [SimpleNamespace(kind="recovery", created_at=datetime.fromtimestamp(t))]
+            for sid, t in at.items()
+        }
+    )
+    recovery = recovery_times([kill], world, windows=windows)
+    assert recovery.samples == pytest.approx([1.0, 14.0])
+    assert recovery.alone == pytest.approx([1.0])
 
 
 def test_with_a_quota_the_decks_after_the_first_hold_only_the_kinds_still_short(monkeypatch):
