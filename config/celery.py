@@ -34,12 +34,18 @@ def _redact_celery_handlers(logger=None, **_: object) -> None:
 
 
 @worker_ready.connect
-def _start_sweeper_thread(**_: object) -> None:
-    """Every worker sweeps on its own clock (agents/runtime/watchdog.py)."""
-    from agents.runtime import watchdog
+def _start_sweeper_thread(sender: object = None, **_: object) -> None:
+    """Every worker sweeps on its own clock (agents/runtime/watchdog.py);
+    one whose slots share its process runs there what it cannot send while
+    the broker is away (agents/runtime/dispatch.py)."""
+    from agents.runtime import dispatch, engine, watchdog
+    from config.slots import SlotPool
 
     watchdog.start()
     broker.quiet_cancel_warning()
+    pool = getattr(sender, "pool", None)
+    if isinstance(pool, SlotPool):
+        dispatch.hand_to_slots(lambda session_id: pool.run(engine.advance, session_id))
 
 
 @worker_shutdown.connect

@@ -17,6 +17,11 @@ Otherwise it behaves as the `threads` pool does: no time limits (the
 engine keeps its own deadlines), no terminate, and a stop lets the running
 tasks finish and drops the ones not started (their messages are not
 acknowledged, so the broker delivers them again).
+
+While the broker is away, a trigger this process cannot send is handed to
+one of its own slots instead (`run`, agents/runtime/dispatch.py): the
+sessions of a worker that died in a Redis outage are taken over within a
+sweep, not when Redis is back.
 """
 
 from __future__ import annotations
@@ -64,6 +69,11 @@ class SlotPool(BasePool):
     ) -> None:
         self._inbox.put((target, args, kwargs, callback, accept_callback))
 
+    def run(self, fn: Any, arg: Any) -> None:
+        """fn(arg) on the next free slot, not through the broker: what
+        raises is logged (a slot's thread must not end with it)."""
+        self._inbox.put((_logged, (fn, arg), None, _ignore, None))
+
     def on_stop(self) -> None:
         dropped = 0
         while True:  # tasks not started: their messages go back to the broker
@@ -84,3 +94,14 @@ class SlotPool(BasePool):
         info = super()._get_info()
         info.update({"max-concurrency": self.limit, "threads": len(self._threads)})
         return info
+
+
+def _logged(fn: Any, arg: Any) -> None:
+    try:
+        fn(arg)
+    except Exception:
+        log.exception("%s(%r) raised on a slot", getattr(fn, "__name__", fn), arg)
+
+
+def _ignore(_: Any) -> None:
+    pass

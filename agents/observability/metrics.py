@@ -116,6 +116,10 @@ BROKER_RECONNECTS = Counter(
     "Broker connections made again after a loss, by process kind",
     ["process"],
 )
+TRIGGERS_RUN_HERE = Counter(
+    "agentdesk_triggers_run_here",
+    "Triggers a worker could not send (the broker away) and ran on a slot of its own",
+)
 BROKER_DOWN = Gauge(
     "agentdesk_broker_down",
     "Live processes without their broker connection now, by process kind",

@@ -41,3 +41,25 @@ def test_every_slot_has_its_thread_before_the_first_task(sandbox, workers):
     # Every session was claimed while the others waited on their first model
     # call (10 s): the slots ran side by side, none waited for another.
     assert not [t for t in turns if t.status in Turn.TERMINAL], workers.logs()
+
+
+def test_work_handed_to_a_slot_runs_and_what_raises_leaves_the_slot_serving(caplog):
+    """What a worker cannot send while the broker is away runs on a slot of
+    its own (SlotPool.run, agents/runtime/dispatch.py); a call that raises
+    is logged, and the slot's thread goes on serving."""
+    from config.slots import SlotPool
+
+    pool = SlotPool(limit=1)
+    pool.start()
+    ran = []
+
+    def fails(arg):
+        raise RuntimeError(f"no {arg}")
+
+    try:
+        pool.run(fails, 7)
+        pool.run(ran.append, 8)  # the same (only) slot, after the failure
+        wait_for(lambda: ran == [8], timeout=10, what="the slot to run the next call")
+    finally:
+        pool.stop()
+    assert "fails(7) raised on a slot" in caplog.text

@@ -251,3 +251,33 @@ def test_a_claim_that_raised_after_its_commit_does_not_strand_the_session(broker
         assert broker.llen(trigger_wire.lane(dispatch.URGENT)) == 1
     finally:
         ownership.release_liveness()
+
+
+def test_a_trigger_the_broker_cannot_take_goes_to_a_slot_here_once_until_its_claim(settings):
+    """The broker away (nothing listens on its port, on loopback): a worker
+    whose slots share its process runs the trigger on one of them
+    (config/slots.py), once per session until its claim, however often
+    the sweeper finds it meanwhile; one due later is left to the sweeper,
+    which finds it in PostgreSQL when it is due."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
+    settings.REDIS_URL = settings.CELERY_BROKER_URL = f"redis://127.0.0.1:{closed_port}/0"
+    live.redis_client.cache_clear()
+    handed: list[int] = []
+    dispatch.hand_to_slots(handed.append)
+    try:
+        dispatch.enqueue(41)
+        dispatch.enqueue(41, urgent=True)  # the sweeper's next look
+        dispatch.enqueue(42, countdown=30)
+        assert handed == [41]
+        dispatch.clear_mark(41)  # its slot claimed it
+        dispatch.enqueue(41)  # work arrived after it let go
+        assert handed == [41, 41]
+
+        dispatch.hand_to_slots(None)  # a web process, a prefork worker: the sweeper's, later
+        dispatch.enqueue(43)
+        assert handed == [41, 41]
+    finally:
+        dispatch.hand_to_slots(None)
+        live.redis_client.cache_clear()
