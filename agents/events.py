@@ -24,9 +24,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.models import Event, SessionRuntime
+from agents.observability.outages import Outage
 from agents.per_process import PerProcess
 
 log = logging.getLogger(__name__)
+# Batches the publisher could not send (Redis away): said once, and once when back.
+_unpublished = Outage(log, "live events not published")
 
 DESK_GROUP = "desk"
 LINGER_S = 0.003
@@ -201,7 +204,9 @@ class _Publisher:
                 connection.send_packed_command(connection.pack_commands(commands))
             except Exception:  # Redis down: viewers catch up from Postgres later
                 connection.disconnect()
-                log.warning("could not publish %d event batch(es)", len(batch), exc_info=True)
+                _unpublished.failed()
+            else:
+                _unpublished.ok()
 
     def _drain(self) -> dict[tuple[str, int], list[dict[str, Any]]]:
         """Wait for one item, then take whatever else is queued, merged per

@@ -38,10 +38,12 @@ from celery import current_app
 from django.conf import settings
 from django.db import transaction
 
+from agents.observability.outages import Outage
 from agents.runtime import trigger_wire
 from agents.runtime.live import redis_client
 
 log = logging.getLogger(__name__)
+_unsent = Outage(log, "triggers not sent (the sweeper sends them again)")
 
 # How long a trigger may stay unstarted before the sweeper sends another
 # when the queue is empty. Short on purpose: it bounds how long a lost
@@ -84,12 +86,13 @@ def enqueue(session_id: int, countdown: float | None = None, *, urgent: bool = F
                 ADVANCE, (session_id,), countdown=countdown, retry=False, priority=priority
             )
     except Exception:  # kombu/redis errors: a slot here, or the sweeper, is the backstop
+        _unsent.failed()
         _delete_mark(session_id)
         if countdown is None and _handed_here(session_id):
             return
-        log.warning(
-            "could not enqueue advance for session %s; the sweeper will", session_id, exc_info=True
-        )
+        log.info("could not enqueue advance for session %s; the sweeper will", session_id)
+    else:
+        _unsent.ok()
 
 
 def _push(session_id: int, countdown: float | None, priority: int, mark: tuple[float, int]) -> None:

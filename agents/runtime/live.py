@@ -16,9 +16,11 @@ import redis
 from django.conf import settings
 
 from agents import events
+from agents.observability.outages import Outage
 
 log = logging.getLogger(__name__)
 FLUSH_S = 0.1
+_unbuffered = Outage(log, "streamed text not buffered")
 TTL_S = 3600
 
 
@@ -82,7 +84,9 @@ class TextStream:
             pipe.expire(key, TTL_S)
             pipe.execute()
         except redis.RedisError:
-            log.warning("could not buffer streamed text", exc_info=True)
+            _unbuffered.failed()  # a page loaded mid-stream shows less until the reply is recorded
+        else:
+            _unbuffered.ok()
         delta = {"kind": "delta", "turn_id": self.turn_id, "offset": self.sent, "text": text}
         events.publish_delta(self.session_id, delta)
         self.sent += len(text)

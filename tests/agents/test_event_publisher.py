@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import socket
 import threading
 import time
 
 from agents import events
+from agents.observability.outages import Outage
 from tests.processes import wait_for
 
 
@@ -20,9 +22,13 @@ def _closed_port() -> int:
         return sock.getsockname()[1]  # closed again when the block ends
 
 
-def test_a_batch_redis_refuses_is_dropped_with_a_warning_and_the_thread_goes_on(settings, caplog):
+def test_a_batch_redis_refuses_is_dropped_with_a_warning_and_the_thread_goes_on(
+    settings, caplog, monkeypatch
+):
     settings.REDIS_URL = f"redis://127.0.0.1:{_closed_port()}/0"
     caplog.set_level(logging.WARNING, logger="agents.events")
+    outage = Outage(logging.getLogger("agents.events"), "live events not published")
+    monkeypatch.setattr(events, "_unpublished", outage)
     publisher = events._Publisher()
     event = {"seq": 1, "kind": "turn.started", "turn_id": 1, "data": {}, "actor": "t"}
 
@@ -30,18 +36,34 @@ def test_a_batch_redis_refuses_is_dropped_with_a_warning_and_the_thread_goes_on(
     publisher.submit("session.events", 1, [event])
     assert time.monotonic() - started < 0.05  # submitting never touches Redis
 
-    wait_for(
-        lambda: any("could not publish" in r.getMessage() for r in caplog.records),
-        timeout=10,
-        what="the publisher's warning",
-    )
+    said = lambda: [r for r in caplog.records if "not published" in r.getMessage()]  # noqa: E731
+    wait_for(said, timeout=10, what="the publisher's warning")
     publisher.submit("session.events", 1, [{**event, "seq": 2}])
     wait_for(
-        lambda: sum("could not publish" in r.getMessage() for r in caplog.records) >= 2,
-        timeout=10,
-        what="a second batch tried after the first failed",
+        lambda: outage._dropped >= 2, timeout=10, what="a second batch tried after the first failed"
     )
     assert publisher.thread.is_alive() and publisher.queue.empty()
+    assert len(said()) == 1  # said once for the outage, not once a batch
+
+
+def test_an_outage_is_said_when_it_begins_and_when_it_ends(caplog):
+    caplog.set_level(logging.WARNING, logger="agents.events")
+    outage = Outage(logging.getLogger("agents.events"), "live events not published")
+    outage.ok()  # nothing wrong: nothing said
+    for _ in range(3):
+        try:
+            raise ConnectionError("refused")
+        except ConnectionError:
+            outage.failed()
+    outage.ok()
+    outage.ok()
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines[0] == "live events not published: Redis away; said once until it is back"
+    assert "ConnectionError: refused" in caplog.records[0].exc_text  # the first traceback
+    assert re.fullmatch(
+        r"live events not published for \d+\.\ds \(3 dropped\); Redis is back", lines[1]
+    )
+    assert len(lines) == 2
 
 
 def _subscribed(settings, session_id: int):
