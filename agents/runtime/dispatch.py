@@ -43,7 +43,7 @@ from agents.runtime import trigger_wire
 from agents.runtime.live import redis_client
 
 log = logging.getLogger(__name__)
-_unsent = Outage(log, "triggers not sent (the sweeper sends them again)")
+_unsent = Outage(log, "triggers not sent to the broker (run here, or sent again by the sweeper)")
 
 # How long a trigger may stay unstarted before the sweeper sends another
 # when the queue is empty. Short on purpose: it bounds how long a lost
