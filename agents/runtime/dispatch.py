@@ -52,6 +52,15 @@ MARK_TTL_S = 10
 # ...and when the queue still holds messages (the trigger is most likely
 # among them): the bound on a lost trigger behind a long backlog.
 MARK_KEEP_S = 120
+# ...and for a session whose owner died (the sweeper's urgent triggers): its
+# trigger jumps every backlog, and while it is on its way the session shows
+# the dead owner, so a mark this old most likely names a trigger another
+# worker took and died with (its messages come back after the visibility
+# timeout, an hour). Seen: three workers down within 2.5 s, a recovery
+# trigger prefetched by the third, its session recovered 12 s after the
+# kill, when the mark went stale. Sent again sooner, a duplicate costs a
+# claim that finds the session taken.
+DEAD_OWNER_MARK_TTL_S = 3
 # A sweeper's mark lives this long until its trigger is sent (enqueue
 # marks it again, MARK_KEEP_S, with the message): Redis expires it by itself
 # if the sweeper's host loses Redis between marking and sending.
@@ -123,10 +132,11 @@ def mark_key(session_id: int) -> str:
     return f"agentdesk:trigger:{session_id}"
 
 
-def mark_unmarked(session_ids: list[int]) -> list[int]:
+def mark_unmarked(session_ids: list[int], dead_owner: frozenset[int] = frozenset()) -> list[int]:
     """Mark those of `session_ids` that no trigger is on its way to, and
     return them: the sessions to send a trigger (two round trips, three
-    when a mark was found: is there a routine backlog).
+    when a mark was found: is there a routine backlog). A session in
+    `dead_owner` counts its mark stale after DEAD_OWNER_MARK_TTL_S.
 
     Among several sweepers (one per worker) exactly one marks a session
     anew: SET NX for an unmarked one, SET XX GET for a stale one (the one
@@ -142,7 +152,9 @@ def mark_unmarked(session_ids: list[int]) -> list[int]:
         lost = [
             (session_id, mark)
             for session_id, mark in zip(session_ids, marks, strict=True)
-            if mark is None or now - _due(mark) > stale_after
+            if mark is None
+            or now - _due(mark)
+            > (DEAD_OWNER_MARK_TTL_S if session_id in dead_owner else stale_after)
         ]
         return renew_marks(lost)
     except redis.RedisError:

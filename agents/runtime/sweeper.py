@@ -55,8 +55,8 @@ def sweep() -> list[int]:
         # moment to take theirs again (ownership.rejoining; store.claim looks the same way).
         log.info("sweeper: owners' locks just went with ours; taking over nothing for now")
         orphans = [(session_id, dead) for session_id, dead in orphans if not dead]
-    urgent = {session_id for session_id, dead_owner in orphans if dead_owner}
-    enqueued = dispatch.mark_unmarked([session_id for session_id, _ in orphans])
+    urgent = frozenset(session_id for session_id, dead_owner in orphans if dead_owner)
+    enqueued = dispatch.mark_unmarked([session_id for session_id, _ in orphans], urgent)
     for session_id in enqueued:
         dispatch.enqueue(session_id, urgent=session_id in urgent)
     if enqueued:

@@ -96,6 +96,27 @@ def test_beats_ticks_in_the_urgent_lane_are_no_backlog_a_lost_trigger_waits_behi
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_dead_owners_trigger_not_claimed_in_seconds_is_sent_again(broker, settings):
+    """The sweeper sent a dead owner's session its recovery trigger, and
+    another worker took it and died too (three workers down within 2.5 s,
+    chaos campaign): the session still shows the dead owner. Its mark goes
+    stale after DEAD_OWNER_MARK_TTL_S, not MARK_TTL_S (recovered 12 s
+    after the kill that way); an unowned session's mark keeps MARK_TTL_S."""
+    settings.AGENTDESK_SWEEP_GRACE_S = 0
+    orphaned = message_post(key="ticket:dead-twice", text="Hello").session_id
+    waiting = message_post(key="ticket:not-yet", text="Hello").session_id
+    SessionRuntime.objects.filter(session_id=orphaned).update(
+        owner="ghost:1/1", owner_process=987_654_321, fence=1
+    )
+    _drain(broker)  # both triggers taken by a worker that died
+    assert sweeper.sweep() == []  # just sent: on their way
+    for session_id in (orphaned, waiting):
+        _age_mark(broker, session_id, dispatch.DEAD_OWNER_MARK_TTL_S + 1)
+    assert sweeper.sweep() == [orphaned]
+    assert _queued(broker) == 1
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_sweepers_mark_outlives_its_sweeper_only_once_the_trigger_is_sent(broker, settings):
     """A sweeper whose host lost Redis between marking a session and sending
     its trigger can neither send nor clear the mark: Redis lets the mark go
