@@ -461,6 +461,7 @@ class Campaign(Sampling):
     def _figures(self, world, conn_bound: int) -> dict[str, str]:
         from bench.chaos import report
         from bench.chaos.checks import NOT_IDEMPOTENT, C, _get
+        from bench.chaos.nemesis import PARTITION_KINDS
 
         stats = _get(self.sandbox_url, "/_stats")
         unrecorded = report.completed_unrecorded(stats, world)
@@ -468,8 +469,8 @@ class Campaign(Sampling):
         charged = report.repeats_by_kind(repeats, self.nemesis.windows, self.host_by_address)
         db_faults = sum(self.nemesis.counts[k] for k in report.DATABASE_FAULTS)
         twice = sum(charged[k] for k in report.DATABASE_FAULTS)
-        cuts = sum(self.nemesis.counts[k] for k in report.PARTITIONS)
-        cut_twice = sum(charged[k] for k in report.PARTITIONS)
+        cuts = sum(self.nemesis.counts[k] for k in PARTITION_KINDS)
+        cut_twice = sum(charged[k] for k in PARTITION_KINDS)
         not_idem = [c for c in world.calls if c.kind == NOT_IDEMPOTENT]
         doubt = sum(1 for c in not_idem if c.status == C.IN_DOUBT)
         conns = [c for phase, c, _ in self.samples if phase != "warmup"]

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.chaos.checks import Findings, World
-from bench.chaos.nemesis import PARTITION_KINDS, Window
+from bench.chaos.nemesis import Window
 
 
 @dataclass
@@ -70,11 +70,11 @@ KILLS = ("worker_sigkill", "pool_child_sigkill")
 # database went away under a worker that was otherwise fine, and a completed
 # model call lost to that is the runtime's doing.
 DATABASE_FAULTS = ("postgres_crash", "pg_terminate_all", "pg_terminate_backend")
-# A host cut off from the rest: its model streams go with its link (the
-# provider is behind it too: "model stream broke"), and what it learned while
-# cut off is fenced when it comes back (the other host took its sessions), so
-# a call in flight is paid again whatever the runtime does. Counted apart.
-PARTITIONS = PARTITION_KINDS
+# A host cut off from the rest (nemesis.PARTITION_KINDS): its model streams
+# go with its link (the provider is behind it too: "model stream broke"), and
+# what it learned while cut off is fenced when it comes back (the other host
+# took its sessions), so a call in flight is paid again whatever the runtime
+# does. Counted apart.
 
 
 CLAIM_LOST = re.compile(
