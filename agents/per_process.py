@@ -38,6 +38,11 @@ class PerProcess(Generic[T]):
         """This process's object if it was made, without making it."""
         return self._made
 
+    def clear(self) -> None:
+        """The next `get()` makes it again (settings changed: tests, benches)."""
+        with self._lock:
+            self._made = None
+
     def _forget(self) -> None:
         # The child's copy of the lock may be held by a parent thread that
         # does not exist here: a new one.

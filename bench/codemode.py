@@ -265,9 +265,9 @@ def main() -> None:
     try:
         settings.SANDBOX_URL = settings.HELPDESK_URL = settings.STRIPE_API_BASE = url
         settings.ANTHROPIC_BASE_URL = url
-        from agents.llm import get_model_client
+        from agents.llm import forget_model_client
 
-        get_model_client.cache_clear()
+        forget_model_client()
         classic, codemode, noop = profiles(args.tools)
         program_ms(url, noop, 1)  # warm up: the model client, the interpreter pool
         print(

@@ -44,11 +44,11 @@ def sandbox(sandbox_url: str, settings) -> Iterator[Sandbox]:
     requests.post(f"{sandbox_url}/_reset", json={"seed_demo": True}, timeout=10).raise_for_status()
     settings.SANDBOX_URL = settings.HELPDESK_URL = settings.STRIPE_API_BASE = sandbox_url
     settings.ANTHROPIC_BASE_URL = sandbox_url
-    from agents.llm import get_model_client
+    from agents.llm import forget_model_client
 
-    get_model_client.cache_clear()
+    forget_model_client()
     yield Sandbox(sandbox_url)
-    get_model_client.cache_clear()
+    forget_model_client()
 
 
 class Sandbox:
