@@ -8,9 +8,9 @@ even a stalled stream ends at once). The same thread cuts a call that runs
 past its deadline: the SDK's timeouts are per read, so a stream that drips a
 token now and then would otherwise never end.
 
-Many sessions per process: one watcher for all of them; `watched` is only
-touched under `cond`; each poll borrows a pooled connection for one query
-and gives it back (store.pool), so watching holds no connection.
+Many sessions per process: one watcher for all of them; each poll borrows a
+pooled connection for one query and gives it back (store.pool), so watching
+holds no connection.
 """
 
 from __future__ import annotations
@@ -74,7 +74,16 @@ class _Watcher:
     """Polls every POLL_S while this process streams (a cancel reaches a
     stream within POLL_S), and sleeps once nothing has streamed for
     IDLE_CLOSE_S. A model call never wakes it: at one call per step that was
-    a thread switch per step, most of them for calls already over."""
+    a thread switch per step, most of them for calls already over.
+
+    Nor does a model call take a lock on its way in or out: `watched` is a
+    dict whose every change is one operation under the GIL. With a lock, a
+    2,000-ticket burst queued 100-250 of a worker's slots on it (py-spy
+    dump): each hand-over of the lock waited for the GIL behind hundreds of
+    runnable threads. `cond` is taken only to start the thread and to wake it
+    from its sleep: it says `asleep` before it looks at `watched` for the
+    last time, and a call adds itself before it looks at `asleep`, so one of
+    the two sees the other."""
 
     def __init__(self) -> None:
         self.watched: dict[int, AbortSignal] = {}
@@ -86,18 +95,28 @@ class _Watcher:
     def watch(self, session_id: int, timeout_s: float | None) -> Iterator[AbortSignal]:
         deadline = time.monotonic() + timeout_s if timeout_s else None
         signal = AbortSignal(deadline)
+        self.watched[session_id] = signal
+        if self.asleep or self.thread is None or not self.thread.is_alive():
+            self._wake()
+        try:
+            yield signal
+        finally:
+            self.watched.pop(session_id, None)
+
+    def _wake(self) -> None:
         with self.cond:
-            self.watched[session_id] = signal
             if self.thread is None or not self.thread.is_alive():
                 self.thread = threading.Thread(target=self._run, name="cancel-watch", daemon=True)
                 self.thread.start()
             if self.asleep:
                 self.cond.notify()
-        try:
-            yield signal
-        finally:
-            with self.cond:
-                self.watched.pop(session_id, None)
+
+    def _snapshot(self) -> list[tuple[int, AbortSignal]]:
+        while True:
+            try:
+                return list(self.watched.items())
+            except RuntimeError:  # changed while copied (a collection ran Python code)
+                continue
 
     def _run(self) -> None:
         last_watched = time.monotonic()
@@ -115,7 +134,7 @@ class _Watcher:
                 # for free at the step boundary after them (every record
                 # statement returns the flag), so only longer calls are polled.
                 self.cond.wait(POLL_S)
-                watched = list(self.watched.items())
+            watched = self._snapshot()
             if not watched:
                 continue
             now = time.monotonic()
