@@ -192,20 +192,20 @@ def _due(mark: bytes) -> float:
         return 0.0
 
 
-def work_waiting() -> bool:
-    """Whether triggers wait in the broker's queue: every slot that could
+def work_waiting() -> int:
+    """How many triggers wait in the broker's queue: every slot that could
     take them is busy (a worker with a free slot takes a message at once).
-    False when that cannot be told (the broker away)."""
+    0 when that cannot be told (the broker away)."""
     try:
         return _broker_backlog()
     except redis.RedisError:
-        return False
+        return 0
 
 
-def _broker_backlog() -> bool:
-    """Whether the broker's queue holds any message (every priority lane of
-    the default queue; False when the broker is not Redis)."""
-    return _any_waiting(_queue_lanes())
+def _broker_backlog() -> int:
+    """The messages in the broker's queue (every priority lane of the
+    default queue; 0 when the broker is not Redis)."""
+    return _waiting(_queue_lanes())
 
 
 def _routine_backlog() -> bool:
@@ -217,16 +217,16 @@ def _routine_backlog() -> bool:
     its messages come back only after the visibility timeout, an hour)."""
     if not trigger_wire.redis_broker():
         return False
-    return _any_waiting((trigger_wire.lane(settings.CELERY_TASK_DEFAULT_PRIORITY),))
+    return _waiting((trigger_wire.lane(settings.CELERY_TASK_DEFAULT_PRIORITY),)) > 0
 
 
-def _any_waiting(lanes: tuple[str, ...]) -> bool:
+def _waiting(lanes: tuple[str, ...]) -> int:
     if not lanes:
-        return False
+        return 0
     pipe = _broker_client().pipeline(transaction=False)
     for lane in lanes:
         pipe.llen(lane)
-    return any(pipe.execute())
+    return sum(pipe.execute())
 
 
 def _queue_lanes() -> tuple[str, ...]:
