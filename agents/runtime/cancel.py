@@ -78,7 +78,7 @@ class _Watcher:
 
     Nor does a model call take a lock on its way in or out: `watched` is a
     dict whose every change is one operation under the GIL. With a lock, a
-    2,000-ticket burst queued 100-250 of a worker's slots on it (py-spy
+    2,000-ticket burst queued 80-250 of a worker's slots on it (py-spy
     dump): each hand-over of the lock waited for the GIL behind hundreds of
     runnable threads. `cond` is taken only to start the thread and to wake it
     from its sleep: it says `asleep` before it looks at `watched` for the
