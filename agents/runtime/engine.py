@@ -42,6 +42,7 @@ from agents.llm import get_model_client
 from agents.llm.base import ModelAborted, ModelReply, ModelRequest, ModelUnavailable
 from agents.models import ToolCall
 from agents.observability import observe
+from agents.per_process import PerProcess
 from agents.runtime import cancel, dispatch, hooks, live, memory, ownership, store, tooling, triage
 from agents.runtime.memory import build_messages  # (a name bench/profile.py times here)
 from agents.runtime.state import CallState, Claimed
@@ -66,12 +67,13 @@ class Stop(enum.Enum):
 
 def advance(session_id: int) -> None:
     try:
+        _drive(session_id)
         # Work that arrived while we drove found our name on the session and
-        # left it to us; we have let go, so look once more, unless the
-        # session's next trigger is already sent (its slice was over): a
-        # second was a duplicate in the queue, which every other slot past
-        # its slice counted as work waiting for it.
-        if not _drive(session_id) and store.is_runnable(session_id):
+        # left it to us, or our slice was over with the turn unfinished; we
+        # have let go, so look once more. (The one trigger a sliced session
+        # gets: _drive sending one too put it in the queue twice, and every
+        # other slot past its slice counted both as work waiting for it.)
+        if store.is_runnable(session_id):
             dispatch.enqueue(session_id)
     finally:
         pool.give_back()
@@ -89,11 +91,11 @@ class Slice:
 
     As many slots let go as triggers wait (`_yields`), not every slot past
     its slice: they all see the same queue, and each that lets go puts its
-    own session in it (once: advance()), which the next one saw as more
-    work waiting. A 2,000-ticket burst at 10 s a call on two fresh workers,
-    whose first turns ran past one slice, took 133-195 s that way (every
-    session claimed twice, six triggers a ticket, twice the workers' CPU)
-    and 98 s without it (bench.intake --intake "" --bursts 2000@10000)."""
+    own session in it, which the next one saw as more work waiting. A
+    2,000-ticket burst at 10 s a call on two fresh workers, whose first
+    turns ran past one slice, took 133-195 s that way (every session
+    claimed twice, six triggers a ticket, twice the workers' CPU) and 98 s
+    without it (bench.intake --intake "" --bursts 2000@10000)."""
 
     def __init__(self) -> None:
         now = time.monotonic()
@@ -107,11 +109,10 @@ class Slice:
         if now > self.at_most:
             return True
         waiting = dispatch.work_waiting()
-        if waiting and _yields.take(waiting, now):
-            return True
         if not waiting:
             self.until = now + settings.AGENTDESK_TASK_SLICE_S  # look again a slice later
-        return False  # else: at the next step, if the queue still holds more
+            return False
+        return _yields.get().take(waiting, now)  # else again at the next step
 
 
 class _Yields:
@@ -123,7 +124,7 @@ class _Yields:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.recent: collections.deque[float] = collections.deque()
+        self.recent: collections.deque[float] = collections.deque()  # when each let go
 
     def take(self, waiting: int, now: float) -> bool:
         """Whether this slot lets go, with `waiting` triggers in the queue."""
@@ -136,12 +137,10 @@ class _Yields:
             return True
 
 
-_yields = _Yields()
+_yields: PerProcess[_Yields] = PerProcess(_Yields)
 
 
-def _drive(session_id: int) -> bool:
-    """Drive the session while it has work; whether its next trigger was
-    sent here (its slice was over)."""
+def _drive(session_id: int) -> None:
     deadline = Slice()
     try:
         owner = ownership.me()
@@ -164,10 +163,10 @@ def _drive(session_id: int) -> bool:
                 stop = _run_turn(claimed, deadline)
         except store.LostClaim:
             log.warning("session %s: claim lost, stopping", session_id)
-            return False
+            return
         except store.Recorded:  # its answer was lost, not its commit: carry on from it
             store.abandon(claimed)
-            return False
+            return
         except BaseException:
             # A bug, or the database gone mid-step. This process lives on, so
             # its liveness lock would keep the session ours forever: let go
@@ -181,15 +180,13 @@ def _drive(session_id: int) -> bool:
                 # The commit that ended the turn released the session and saw
                 # no queued turn; one posted since is found by advance()'s
                 # look after the lock is released.
-                return False
-        if stop is Stop.SLICE_OVER:
+                return
+        if stop is Stop.SLICE_OVER:  # advance() sends its next trigger
             _release(claimed)
-            dispatch.enqueue(session_id)
-            return True
+            return
         if stop is not Stop.TURN_ENDED:
-            return False
+            return
         claimed = _claim(session_id, owner)
-    return False
 
 
 def _claim(session_id: int, owner: ownership.Owner) -> Claimed | None:

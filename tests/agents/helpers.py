@@ -214,3 +214,16 @@ def call_running(
     )
     claimed.calls = [CallState.from_recorded(call, ids[use_id])]
     return session, claimed
+
+
+def drain_broker(broker) -> None:
+    """Empty the broker's queue (every priority's list): the triggers taken."""
+    for key in broker.scan_iter("celery*"):
+        broker.delete(key)
+
+
+def queued_triggers(broker) -> int:
+    """Triggers waiting in the broker (every priority's list)."""
+    return sum(
+        broker.llen(key) for key in broker.scan_iter("celery*") if broker.type(key) == b"list"
+    )

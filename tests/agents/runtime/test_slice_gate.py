@@ -11,7 +11,7 @@ import pytest
 
 from agents.runtime import dispatch, engine, ownership
 from agents.services import message_post
-from tests.agents.runtime.test_trigger_marks import _drain, _queued
+from tests.agents.helpers import drain_broker, queued_triggers
 
 
 @pytest.mark.django_db(transaction=True)
@@ -19,16 +19,16 @@ def test_a_session_that_lets_go_for_waiting_work_is_sent_once(broker, settings):
     settings.AGENTDESK_TASK_SLICE_S = 0  # over at the first look
     ours = message_post(key="ticket:sliced", text="Hello").session_id
     waiting = message_post(key="ticket:waiting", text="Hello").session_id
-    _drain(broker)  # our trigger taken by this task; the other one waits
+    drain_broker(broker)  # our trigger taken by this task; the other one waits
     dispatch.enqueue(waiting)
-    engine._yields.recent.clear()
+    engine._yields.clear()  # this process's let-gos, none yet
 
     try:
         engine.advance(ours)
     finally:
         ownership.release_liveness()  # the lock's connection, not the test database's users
 
-    assert _queued(broker) == 2  # the waiting one and ours, once
+    assert queued_triggers(broker) == 2  # the waiting one and ours, once
     assert broker.exists(dispatch.mark_key(ours))
 
 

@@ -16,38 +16,26 @@ from django.utils import timezone
 from agents.models import SessionRuntime
 from agents.runtime import dispatch, engine, live, ownership, store, sweeper, trigger_wire
 from agents.services import message_post
-
-
-def _drain(broker) -> None:
-    """Empty the broker's queue (every priority's list): the triggers taken."""
-    for key in broker.scan_iter("celery*"):
-        broker.delete(key)
-
-
-def _queued(broker) -> int:
-    """Triggers waiting in the broker (every priority's list)."""
-    return sum(
-        broker.llen(key) for key in broker.scan_iter("celery*") if broker.type(key) == b"list"
-    )
+from tests.agents.helpers import drain_broker, queued_triggers
 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_queued_trigger_is_not_sent_twice_and_a_lost_one_is_sent_again(broker, settings):
     settings.AGENTDESK_SWEEP_GRACE_S = 0  # every unowned running session is a candidate
     session_id = message_post(key="ticket:marks", text="Where is my order?").session_id
-    assert _queued(broker) == 1
+    assert queued_triggers(broker) == 1
     assert broker.ttl(dispatch.mark_key(session_id)) > 0
 
     assert sweeper.sweep() == []  # its trigger is on its way
-    assert _queued(broker) == 1
+    assert queued_triggers(broker) == 1
 
     # Lost: the queue emptied (a Redis restart takes the mark with it).
-    _drain(broker)
+    drain_broker(broker)
     broker.delete(dispatch.mark_key(session_id))
     assert sweeper.sweep() == [session_id]
-    assert _queued(broker) == 1
+    assert queued_triggers(broker) == 1
     assert sweeper.sweep() == []  # the resent trigger is marked too
-    assert _queued(broker) == 1
+    assert queued_triggers(broker) == 1
 
 
 def _age_mark(broker, session_id: int, seconds: float) -> None:
@@ -64,16 +52,16 @@ def test_a_trigger_behind_a_backlog_is_not_sent_twice_until_the_keep_time(broker
     settings.AGENTDESK_SWEEP_GRACE_S = 0
     first = message_post(key="ticket:backlog-1", text="Where is my order?").session_id
     second = message_post(key="ticket:backlog-2", text="And mine?").session_id
-    assert _queued(broker) == 2
+    assert queued_triggers(broker) == 2
     _age_mark(broker, first, dispatch.MARK_TTL_S + 5)
     assert sweeper.sweep() == []  # both triggers are still in the queue
-    assert _queued(broker) == 2
+    assert queued_triggers(broker) == 2
 
     _age_mark(broker, first, dispatch.MARK_KEEP_S)  # queued for longer than we wait
     assert sweeper.sweep() == [first]
-    assert _queued(broker) == 3
+    assert queued_triggers(broker) == 3
 
-    _drain(broker)  # the queue drained, by a worker that then died
+    drain_broker(broker)  # the queue drained, by a worker that then died
     _age_mark(broker, second, dispatch.MARK_TTL_S + 1)
     assert sweeper.sweep() == [second]  # first's mark is fresh again: it was just resent
     assert sweeper.sweep() == []
@@ -89,7 +77,7 @@ def test_beats_ticks_in_the_urgent_lane_are_no_backlog_a_lost_trigger_waits_behi
     seconds; one caught there made the mark look fresh for MARK_KEEP_S."""
     settings.AGENTDESK_SWEEP_GRACE_S = 0
     session_id = message_post(key="ticket:beat-tick", text="Hello").session_id
-    _drain(broker)  # taken by the worker that died
+    drain_broker(broker)  # taken by the worker that died
     _age_mark(broker, session_id, dispatch.MARK_TTL_S + 1)
     broker.lpush(trigger_wire.lane(dispatch.URGENT), b"a tick of beat's")
     assert sweeper.sweep() == [session_id]
@@ -108,12 +96,12 @@ def test_a_dead_owners_trigger_not_claimed_in_seconds_is_sent_again(broker, sett
     SessionRuntime.objects.filter(session_id=orphaned).update(
         owner="ghost:1/1", owner_process=987_654_321, fence=1
     )
-    _drain(broker)  # both triggers taken by a worker that died
+    drain_broker(broker)  # both triggers taken by a worker that died
     assert sweeper.sweep() == []  # just sent: on their way
     for session_id in (orphaned, waiting):
         _age_mark(broker, session_id, dispatch.DEAD_OWNER_MARK_TTL_S + 1)
     assert sweeper.sweep() == [orphaned]
-    assert _queued(broker) == 1
+    assert queued_triggers(broker) == 1
 
 
 @pytest.mark.django_db(transaction=True)
@@ -127,7 +115,7 @@ def test_a_sweepers_mark_outlives_its_sweeper_only_once_the_trigger_is_sent(brok
     settings.AGENTDESK_SWEEP_GRACE_S = 0
     stranded = message_post(key="ticket:marked-unsent", text="Hello").session_id
     sent = message_post(key="ticket:marked-sent", text="Hello").session_id
-    _drain(broker)
+    drain_broker(broker)
     broker.delete(dispatch.mark_key(stranded), dispatch.mark_key(sent))
 
     assert dispatch.mark_unmarked([stranded]) == [stranded]  # ...and then Redis was gone
@@ -142,7 +130,7 @@ def test_a_sweepers_mark_outlives_its_sweeper_only_once_the_trigger_is_sent(brok
 @pytest.mark.django_db(transaction=True)
 def test_two_sweepers_send_a_stale_trigger_once(broker, settings):
     session_id = message_post(key="ticket:race", text="Hello").session_id
-    _drain(broker)
+    drain_broker(broker)
     _age_mark(broker, session_id, dispatch.MARK_TTL_S + 1)
     stale = broker.get(dispatch.mark_key(session_id))
     # Both sweepers read the stale mark; the first renews it and sends...
@@ -219,7 +207,7 @@ def test_a_trigger_whose_task_cannot_reach_the_database_is_sent_again_at_the_nex
     to go stale: 10 s, or 2 minutes behind a backlog.)"""
     settings.AGENTDESK_SWEEP_GRACE_S = 0
     session_id = message_post(key="ticket:away", text="Hello").session_id
-    _drain(broker)  # the trigger was taken by a task...
+    drain_broker(broker)  # the trigger was taken by a task...
     assert broker.exists(dispatch.mark_key(session_id))
 
     # ...in a process whose liveness connection was lost with the database,
@@ -239,7 +227,7 @@ def test_a_trigger_whose_task_cannot_reach_the_database_is_sent_again_at_the_nex
     assert not broker.exists(dispatch.mark_key(session_id))
 
     assert sweeper.sweep() == [session_id]
-    assert _queued(broker) == 1
+    assert queued_triggers(broker) == 1
 
 
 @pytest.mark.django_db(transaction=True)
