@@ -206,11 +206,20 @@ class _Assembler:
             self.blocks[index] = {k: v for k, v in block.items() if v is not None}
 
     def _delta(self, index: int, delta: dict[str, Any]) -> str:
-        if delta["type"] == "text_delta":
+        kind = delta["type"]
+        if kind == "text_delta":
             self.blocks[index]["text"] += delta["text"]
             return delta["text"]
-        if delta["type"] == "input_json_delta":
+        if kind == "input_json_delta":
             self.partial_json[index] += delta["partial_json"]
+        elif kind == "thinking_delta":
+            # A model that thinks (Claude Sonnet 5 does by default) streams its
+            # thinking, then a signature over it: the block goes back to the API
+            # whole in the next request (after a tool call), or it is refused.
+            block = self.blocks[index]
+            block["thinking"] = block.get("thinking", "") + delta["thinking"]
+        elif kind == "signature_delta":
+            self.blocks[index]["signature"] = delta["signature"]
         return ""
 
     def _stop(self, index: int) -> None:

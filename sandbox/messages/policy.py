@@ -58,6 +58,7 @@ class Reply:
     text: str
     tool_use: ToolUse | None = None
     stop: str = ""  # a stop reason other than tool_use / end_turn
+    thinking: str = ""  # a thinking block before the text ([[sandbox:thinking]])
 
     @property
     def stop_reason(self) -> str:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sandbox.messages.policy import Reply
+from sandbox.messages.thinking import sign
 
 WORDS_PER_CHUNK = 3
 JSON_CHUNKS = 4
@@ -73,11 +74,16 @@ def json_chunks(raw: str) -> list[str]:
 
 def output_tokens(reply: Reply) -> int:
     tool_text = reply.tool_use.json_text() if reply.tool_use else ""
-    return estimate_tokens(reply.text + tool_text)
+    return estimate_tokens(reply.thinking + reply.text + tool_text)
 
 
 def message_json(reply: Reply, *, message_id: str, model: str, input_tokens: int) -> dict[str, Any]:
-    content: list[dict[str, Any]] = [{"type": "text", "text": reply.text}]
+    content: list[dict[str, Any]] = []
+    if reply.thinking:
+        content.append(
+            {"type": "thinking", "thinking": reply.thinking, "signature": sign(reply.thinking)}
+        )
+    content.append({"type": "text", "text": reply.text})
     if reply.tool_use is not None:
         use = reply.tool_use
         # Deliberately broken input goes out as the raw (non-object) string.
@@ -110,9 +116,13 @@ def stream_events(
     start = message_json(reply, message_id=message_id, model=model, input_tokens=input_tokens)
     start.update(content=[], stop_reason=None, usage=_usage(input_tokens, 1))
     events = [Event("message_start", {"type": "message_start", "message": start})]
-    events += _text_block_events(0, reply.text, pacing)
+    index = 0
+    if reply.thinking:
+        events += _thinking_block_events(index, reply.thinking)
+        index += 1
+    events += _text_block_events(index, reply.text, pacing)
     if reply.tool_use is not None:
-        events += _tool_block_events(1, reply)
+        events += _tool_block_events(index + 1, reply)
     events.append(
         Event(
             "message_delta",
@@ -124,6 +134,24 @@ def stream_events(
         )
     )
     events.append(Event("message_stop", {"type": "message_stop"}))
+    return events
+
+
+def _thinking_block_events(index: int, thinking: str) -> list[Event]:
+    """As the real API streams thinking: the text in deltas, then its signature."""
+    block = {"type": "thinking", "thinking": "", "signature": ""}
+    events = [
+        Event(
+            "content_block_start",
+            {"type": "content_block_start", "index": index, "content_block": block},
+        )
+    ]
+    deltas = [{"type": "thinking_delta", "thinking": chunk} for chunk in text_chunks(thinking)]
+    deltas.append({"type": "signature_delta", "signature": sign(thinking)})
+    for delta in deltas:
+        data = {"type": "content_block_delta", "index": index, "delta": delta}
+        events.append(Event("content_block_delta", data))
+    events.append(Event("content_block_stop", {"type": "content_block_stop", "index": index}))
     return events
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -11,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from sandbox.messages import memory
+from sandbox.messages import memory, thinking
 from sandbox.messages.policy import Reply, decide
 from sandbox.messages.render import (
     Event,
@@ -93,6 +94,8 @@ async def create_message(request: Request) -> Response:
         reply = Reply(memory.summarize(body))
     else:
         reply = decide(turn)
+        if thinking.DIRECTIVE in turn.directives:
+            reply = replace(reply, thinking=thinking.thought(turn.text, len(turn.calls)))
     message_id = random_id("msg_")
     tokens = input_tokens(body)
     pacing = _pacing(request, turn, body)

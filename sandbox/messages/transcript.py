@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from sandbox.messages import thinking
+
 DIRECTIVE_RE = re.compile(r"\[\[sandbox:(\w+)\]\]")
 
 
@@ -104,9 +106,12 @@ def _ids(message: dict[str, Any], block_type: str, id_key: str) -> set[str]:
 
 
 def _check_tool_pairs(messages: list[dict[str, Any]]) -> None:
-    """Every tool_use is answered in the next message, every tool_result answers one."""
+    """Every tool_use is answered in the next message, every tool_result answers
+    one; and every thinking block sent back is the one the model signed."""
     for index, message in enumerate(messages):
         if message["role"] == "assistant":
+            if problem := thinking.problem(index, message):
+                raise TranscriptError(problem)
             uses = _ids(message, "tool_use", "id")
             answered = (
                 _ids(messages[index + 1], "tool_result", "tool_use_id")

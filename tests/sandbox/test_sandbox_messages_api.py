@@ -134,6 +134,49 @@ def test_a_tool_use_without_its_result_is_rejected_like_the_real_api(
     assert "tool_result" in str(raised.value)
 
 
+def test_a_thinking_reply_is_streamed_signed_and_only_taken_back_unchanged(
+    anthropic_client, triage_tools
+):
+    """[[sandbox:thinking]]: as a model that thinks by default (Claude Sonnet 5)."""
+    text = TICKET + " [[sandbox:thinking]]"
+    with anthropic_client.messages.stream(
+        model="claude-sandbox",
+        max_tokens=1024,
+        tools=triage_tools,
+        messages=[{"role": "user", "content": text}],
+    ) as stream:
+        kinds = [event.type for event in stream]
+        final = stream.get_final_message()
+    assert "thinking" in kinds and "signature" in kinds  # the SDK's events for the two deltas
+    thought, said, tool = final.content
+    assert thought.type == "thinking" and thought.thinking and thought.signature
+    assert (said.type, tool.type) == ("text", "tool_use")
+    assistant = [block.model_dump(exclude_none=True) for block in final.content]
+
+    def next_call(blocks):
+        return anthropic_client.messages.create(
+            model="claude-sandbox",
+            max_tokens=1024,
+            tools=triage_tools,
+            messages=[
+                {"role": "user", "content": text},
+                {"role": "assistant", "content": blocks},
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": tool.id, "content": "{}"}],
+                },
+            ],
+        )
+
+    assert next_call(assistant).content[0].type == "thinking"  # sent back whole: accepted
+    changed = {**assistant[0], "thinking": assistant[0]["thinking"] + " (edited)"}
+    unsigned = {**assistant[0], "signature": ""}
+    for block, why in ((changed, "Invalid `signature`"), (unsigned, "signature: Field required")):
+        with pytest.raises(anthropic.BadRequestError) as raised:
+            next_call([block, *assistant[1:]])
+        assert why in str(raised.value)
+
+
 def test_model_requests_are_counted_by_outcome(sandbox, anthropic_client, triage_tools):
     _create(anthropic_client, triage_tools)
     _create(anthropic_client, [], text="thanks!")

@@ -1,0 +1,47 @@
+"""A model that thinks (Claude Sonnet 5 does by default) streams a thinking
+block, then a signature over it; the next request of the turn must send the
+block back unchanged, or the API refuses it. The sandbox's
+[[sandbox:thinking]] replies that way and checks the signature as the API does
+(sandbox/messages/thinking.py)."""
+
+from __future__ import annotations
+
+from html import escape
+
+import pytest
+from django.test import Client
+
+from agents.models import Message
+from tests.agents.helpers import assert_invariants, deliver_ticket, wait_turn
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_a_turn_of_a_thinking_model_keeps_each_thinking_block_whole(sandbox, workers, carol):
+    workers.start()
+    session = deliver_ticket(
+        sandbox.ticket(
+            email="alice.martin@example.com",
+            subject="Where is it?",
+            body="Hi, could you tell me where order ORD-1002 is? [[sandbox:thinking]]",
+            order_id="ORD-1002",
+        )
+    )
+
+    turn = wait_turn(session)
+
+    assert turn.status == "succeeded", (turn.error, workers.logs())
+    replies = Message.objects.filter(session=session, role="assistant").order_by("position")
+    thoughts = [b for row in replies for b in row.content if b["type"] == "thinking"]
+    assert len(thoughts) == len(replies) >= 3  # one per reply, tool calls between
+    assert all(b["thinking"] and b["signature"] for b in thoughts)
+    # Each was sent back (the sandbox refuses an altered or unsigned one: 400).
+    assert "error_400" not in sandbox.stats()["model_requests"]["by_outcome"]
+    assert_invariants(session)
+    # The desk shows what the model said, not what it thought.
+    client = Client()
+    client.force_login(carol)
+    page = client.get(f"/sessions/{session.id}/").content.decode()
+    said = [b["text"] for row in replies for b in row.content if b["type"] == "text" and b["text"]]
+    assert said and all(escape(text.split("\n")[0][:40]) in page for text in said)
+    assert escape(thoughts[0]["thinking"][:40]) not in page
