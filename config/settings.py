@@ -323,7 +323,8 @@ SANDBOX_URL = env_str("SANDBOX_URL", "http://127.0.0.1:8100")
 ANTHROPIC_API_KEY = env_str("ANTHROPIC_API_KEY", "")
 # Without a key, the same SDK talks to the sandbox's Messages-API stand-in.
 ANTHROPIC_BASE_URL = env_str("ANTHROPIC_BASE_URL", "" if ANTHROPIC_API_KEY else SANDBOX_URL)
-AGENTDESK_MODEL = env_str("AGENTDESK_MODEL", "claude-sonnet-4-5")
+# Claude Sonnet 5 (claude-sonnet-4-5 reached its end of life on 2026-11-30).
+AGENTDESK_MODEL = env_str("AGENTDESK_MODEL", "claude-sonnet-5")
 AGENTDESK_MODEL_MAX_TOKENS = env_int("AGENTDESK_MODEL_MAX_TOKENS", 1024)
 AGENTDESK_MODEL_TIMEOUT_S = env_float("AGENTDESK_MODEL_TIMEOUT_S", 120.0)
 AGENTDESK_MODEL_MAX_RETRIES = env_int("AGENTDESK_MODEL_MAX_RETRIES", 3)
@@ -419,6 +420,9 @@ AGENTDESK_MAX_SESSION_COST_USD = env_float("AGENTDESK_MAX_SESSION_COST_USD", 0)
 AGENTDESK_PRICES = env_json(
     "AGENTDESK_PRICES",
     {
+        "claude-fable-5-1": [10, 50],
+        "claude-opus-5": [5, 25],
+        "claude-sonnet-5": [2, 10],
         "claude-opus-4": [15, 75],
         "claude-sonnet-4": [3, 15],
         "claude-3-7-sonnet": [3, 15],
