@@ -11,7 +11,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from agents.models import Session, ToolCall, Turn
 from agents.observability import tracing
-from agents.runtime import engine
+from agents.runtime import engine, ownership
 from approvals.models import Approval
 from approvals.services import approval_decide
 from tests.agents.helpers import deliver_ticket, wait_turn
@@ -28,6 +28,14 @@ def spans() -> Iterator[InMemorySpanExporter]:
     tracing.configure(processor=SimpleSpanProcessor(exporter))
     yield exporter
     tracing.configure(None)
+
+
+@pytest.fixture(autouse=True)
+def _liveness_released() -> Iterator[None]:
+    """_run takes this process's liveness lock, on a connection of its own
+    that would outlive the test database ('being accessed by other users')."""
+    yield
+    ownership.release_liveness()
 
 
 def _run(session: Session) -> None:
