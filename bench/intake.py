@@ -151,7 +151,9 @@ class WorkerLogs:
             with open(path, "rb") as log:
                 log.seek(offset)
                 text = log.read().decode(errors="replace")
-            tasks += text.count("Task agents.advance_session[")
+            # Celery logs a task twice ("... received", "... succeeded in"):
+            # the first line only.
+            tasks += len(re.findall(r"Task agents\.advance_session\[[^\]]+\] received", text))
             swept += sum(int(n) for n in re.findall(r"sweeper re-enqueued (\d+) session", text))
         return tasks, swept
 
