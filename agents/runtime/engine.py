@@ -94,7 +94,7 @@ class Slice:
     own session in it, which the next one saw as more work waiting. A
     2,000-ticket burst at 10 s a call on two fresh workers, whose first
     turns ran past one slice, took 133-195 s that way (every session
-    claimed twice, six triggers a ticket, twice the workers' CPU) and 98 s
+    claimed twice, three triggers a ticket, twice the workers' CPU) and 98 s
     without it (bench.intake --intake "" --bursts 2000@10000)."""
 
     def __init__(self) -> None:
