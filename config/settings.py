@@ -325,7 +325,9 @@ ANTHROPIC_API_KEY = env_str("ANTHROPIC_API_KEY", "")
 ANTHROPIC_BASE_URL = env_str("ANTHROPIC_BASE_URL", "" if ANTHROPIC_API_KEY else SANDBOX_URL)
 # Claude Sonnet 5 (claude-sonnet-4-5 reached its end of life on 2026-11-30).
 AGENTDESK_MODEL = env_str("AGENTDESK_MODEL", "claude-sonnet-5")
-AGENTDESK_MODEL_MAX_TOKENS = env_int("AGENTDESK_MODEL_MAX_TOKENS", 1024)
+# Thinking and text together: Claude Sonnet 5 thinks by default, and 1,024
+# (enough before it thinks) cut its replies short.
+AGENTDESK_MODEL_MAX_TOKENS = env_int("AGENTDESK_MODEL_MAX_TOKENS", 16_000)
 AGENTDESK_MODEL_TIMEOUT_S = env_float("AGENTDESK_MODEL_TIMEOUT_S", 120.0)
 AGENTDESK_MODEL_MAX_RETRIES = env_int("AGENTDESK_MODEL_MAX_RETRIES", 3)
 AGENTDESK_MODEL_CLIENT = env_str("AGENTDESK_MODEL_CLIENT", "agents.llm.anthropic.AnthropicModel")
@@ -422,7 +424,7 @@ AGENTDESK_PRICES = env_json(
     {
         "claude-fable-5-1": [10, 50],
         "claude-opus-5": [5, 25],
-        "claude-sonnet-5": [2, 10],
+        "claude-sonnet-5": [3, 15],  # (its introductory 2 / 10 ended on 2026-08-31)
         "claude-opus-4": [15, 75],
         "claude-sonnet-4": [3, 15],
         "claude-3-7-sonnet": [3, 15],

@@ -105,9 +105,9 @@ def test_a_cost_limit_ends_the_turn_and_cost_comes_from_the_price_table(
     event = _budget_event(session)
     assert event["limit"] == "max_turn_cost_micros"
     assert _model_requests(sandbox) == turn.steps >= 1
-    # claude-sonnet-5 (the sandbox echoes the model asked for): $2 / $10 per MTok.
+    # claude-sonnet-5 (the sandbox echoes the model asked for): $3 / $15 per MTok.
     expected = sum(
-        2 * e.data["usage"]["input"] + 10 * e.data["usage"]["output"]
+        3 * e.data["usage"]["input"] + 15 * e.data["usage"]["output"]
         for e in Event.objects.filter(session=session, kind="model.replied")
     )
     assert turn.cost_micros == expected < 12_000
