@@ -94,6 +94,11 @@ class RequestLog:
             self._bodies.clear()
 
 
+def _digest(body: dict[str, Any]) -> bytes:
+    request = json.dumps([body.get("system"), body.get("messages")], sort_keys=True)
+    return hashlib.blake2b(request.encode(), digest_size=16).digest()
+
+
 class CompletedCalls:
     """Model calls the sandbox completed, which a provider would bill, by the
     request they answered (its system prompt and messages). The same request
@@ -109,8 +114,7 @@ class CompletedCalls:
         self._repeats: list[dict[str, Any]] = []
 
     def completed(self, body: dict[str, Any], client: str = "") -> None:
-        request = json.dumps([body.get("system"), body.get("messages")], sort_keys=True)
-        digest = hashlib.blake2b(request.encode(), digest_size=16).digest()
+        digest = _digest(body)
         now = time.time()
         with self._lock:
             before = self._last.get(digest)
@@ -118,6 +122,11 @@ class CompletedCalls:
             if before is not None:
                 lost_at, lost_by = before
                 self._repeats.append({"lost_at": lost_at, "lost_by": lost_by, "at": now})
+
+    def seen(self, body: dict[str, Any]) -> bool:
+        """Whether this request was completed before."""
+        with self._lock:
+            return _digest(body) in self._last
 
     def repeats(self) -> list[dict[str, Any]]:
         with self._lock:

@@ -143,6 +143,10 @@ def _sse(lines: Iterator[str]) -> Iterator[tuple[str, dict[str, Any]]]:
         yield kind, json.loads("\n".join(data))
 
 
+def _unsigned_thinking(block: dict[str, Any]) -> bool:
+    return block.get("type") == "thinking" and not block.get("signature")
+
+
 def _describe(exc: Exception) -> str:
     status = getattr(exc, "status_code", None)
     return f"model API error{f' {status}' if status else ''}: {exc}"
@@ -250,7 +254,9 @@ class _Assembler:
         if not self.finished:
             raise ModelUnavailable("the model stream ended before message_stop")
         return ModelReply(
-            content=[b for b in self.blocks if b],
+            # A thinking block without its signature was cut (max_tokens) before
+            # the signature came: the API refuses it sent back, so it is not kept.
+            content=[b for b in self.blocks if b and not _unsigned_thinking(b)],
             stop_reason=self.stop_reason or "end_turn",
             input_tokens=self.input_tokens,
             output_tokens=self.output_tokens,

@@ -499,8 +499,8 @@ def _complete(
 
 
 # Stop reasons that are not an answer: the turn goes on from the reply (the
-# next call sends it back as the last, assistant, message), at most this many
-# times in a row; then it fails with the reason.
+# next call sends it back, and asks the model to go on: memory.GO_ON_PROMPT),
+# at most this many times in a row; then it fails with the reason.
 GO_ON = {"max_tokens": 1, "pause_turn": 3}
 
 

@@ -150,16 +150,37 @@ def system_with_memory(system: str, summary: str) -> str:
 # --- The next model call's messages and size ----------------------------------------
 
 
+# After a reply that stopped short of an answer (max_tokens, pause_turn) the
+# next call asks the model to go on. Sending the reply back as the last,
+# assistant, message ("prefill") did that until Claude 4.6; those models and
+# later ones (claude-sonnet-5, the default) answer such a request with a 400.
+# Asked in a user message, every model goes on; the request is built from the
+# recorded rows, so a replay sends the same words.
+GO_ON_PROMPT = "(Your reply was cut off before it was finished. Go on from where it stopped.)"
+
+
 def build_messages(transcript: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Transcript rows to Messages-API messages: consecutive rows of one role
-    (each tool result is its own row) merge into one message."""
+    """Transcript rows to Messages-API messages: consecutive user rows (each
+    tool result is its own row) merge into one message, and GO_ON_PROMPT
+    follows an assistant row that another assistant row follows or that ends
+    the transcript (as the model was asked then, and is now)."""
     messages: list[dict[str, Any]] = []
     for row in transcript:
+        if not row["content"]:  # a reply cut before anything could be kept
+            continue  # (the API refuses an empty message)
         if messages and messages[-1]["role"] == row["role"]:
-            messages[-1]["content"] = messages[-1]["content"] + row["content"]
-        else:
-            messages.append({"role": row["role"], "content": list(row["content"])})
+            if row["role"] == "user":
+                messages[-1]["content"] = messages[-1]["content"] + row["content"]
+                continue
+            messages.append(_go_on())
+        messages.append({"role": row["role"], "content": list(row["content"])})
+    if messages and messages[-1]["role"] == "assistant":
+        messages.append(_go_on())
     return messages
+
+
+def _go_on() -> dict[str, Any]:
+    return {"role": "user", "content": [{"type": "text", "text": GO_ON_PROMPT}]}
 
 
 def next_input_tokens(claimed: Claimed, profile: Profile) -> int:

@@ -73,6 +73,8 @@ def json_chunks(raw: str) -> list[str]:
 
 
 def output_tokens(reply: Reply) -> int:
+    if reply.thinking_cut:
+        return estimate_tokens(reply.thinking)
     tool_text = reply.tool_use.json_text() if reply.tool_use else ""
     return estimate_tokens(reply.thinking + reply.text + tool_text)
 
@@ -80,10 +82,10 @@ def output_tokens(reply: Reply) -> int:
 def message_json(reply: Reply, *, message_id: str, model: str, input_tokens: int) -> dict[str, Any]:
     content: list[dict[str, Any]] = []
     if reply.thinking:
-        content.append(
-            {"type": "thinking", "thinking": reply.thinking, "signature": sign(reply.thinking)}
-        )
-    content.append({"type": "text", "text": reply.text})
+        signature = "" if reply.thinking_cut else sign(reply.thinking)
+        content.append({"type": "thinking", "thinking": reply.thinking, "signature": signature})
+    if not reply.thinking_cut:
+        content.append({"type": "text", "text": reply.text})
     if reply.tool_use is not None:
         use = reply.tool_use
         # Deliberately broken input goes out as the raw (non-object) string.
@@ -118,10 +120,11 @@ def stream_events(
     events = [Event("message_start", {"type": "message_start", "message": start})]
     index = 0
     if reply.thinking:
-        events += _thinking_block_events(index, reply.thinking)
+        events += _thinking_block_events(index, reply.thinking, signed=not reply.thinking_cut)
         index += 1
-    events += _text_block_events(index, reply.text, pacing)
-    if reply.tool_use is not None:
+    if not reply.thinking_cut:
+        events += _text_block_events(index, reply.text, pacing)
+    if reply.tool_use is not None and not reply.thinking_cut:
         events += _tool_block_events(index + 1, reply)
     events.append(
         Event(
@@ -137,8 +140,9 @@ def stream_events(
     return events
 
 
-def _thinking_block_events(index: int, thinking: str) -> list[Event]:
-    """As the real API streams thinking: the text in deltas, then its signature."""
+def _thinking_block_events(index: int, thinking: str, *, signed: bool = True) -> list[Event]:
+    """As the real API streams thinking: the text in deltas, then its signature
+    (none when the reply is cut at max_tokens while thinking)."""
     block = {"type": "thinking", "thinking": "", "signature": ""}
     events = [
         Event(
@@ -147,7 +151,8 @@ def _thinking_block_events(index: int, thinking: str) -> list[Event]:
         )
     ]
     deltas = [{"type": "thinking_delta", "thinking": chunk} for chunk in text_chunks(thinking)]
-    deltas.append({"type": "signature_delta", "signature": sign(thinking)})
+    if signed:
+        deltas.append({"type": "signature_delta", "signature": sign(thinking)})
     for delta in deltas:
         data = {"type": "content_block_delta", "index": index, "delta": delta}
         events.append(Event("content_block_delta", data))

@@ -93,9 +93,7 @@ async def create_message(request: Request) -> Response:
         counters.incr("model.summary.requests")
         reply = Reply(memory.summarize(body))
     else:
-        reply = decide(turn)
-        if thinking.DIRECTIVE in turn.directives:
-            reply = replace(reply, thinking=thinking.thought(turn.text, len(turn.calls)))
+        reply = _reply(turn, body, sandbox)
     message_id = random_id("msg_")
     tokens = input_tokens(body)
     pacing = _pacing(request, turn, body)
@@ -118,6 +116,19 @@ async def create_message(request: Request) -> Response:
         message_json(reply, message_id=message_id, model=body["model"], input_tokens=tokens),
         headers=headers,
     )
+
+
+def _reply(turn: Turn, body: dict[str, Any], sandbox: Sandbox) -> Reply:
+    """The policy's reply; thinking first when a directive asks for it
+    (sandbox/messages/thinking.py)."""
+    wanted = [d for d in turn.directives if d in thinking.DIRECTIVES]
+    if not wanted:
+        return decide(turn)
+    thought = thinking.thought(turn.text, len(turn.calls))
+    first = not turn.calls and not turn.continues and not sandbox.completed.seen(body)
+    if "thinking_cut" in wanted and first:
+        return Reply("", stop="max_tokens", thinking=thought, thinking_cut=True)
+    return replace(decide(turn), thinking=thought)
 
 
 def _client(request: Request) -> str:

@@ -1,5 +1,8 @@
 """`[[sandbox:thinking]]`: replies that open with a thinking block, as a
 model that thinks by default (Claude Sonnet 5) sends them.
+`[[sandbox:thinking_cut]]`: the same, but the turn's first reply is cut at
+max_tokens while thinking (the block, no signature, nothing else); the same
+request asked again is answered in full.
 
 The block is streamed as the real API streams it (its text in
 `thinking_delta`s, then one `signature_delta`), and its signature is checked
@@ -17,7 +20,7 @@ import hmac
 import secrets
 from typing import Any
 
-DIRECTIVE = "thinking"
+DIRECTIVES = ("thinking", "thinking_cut")
 _KEY = secrets.token_bytes(32)  # this sandbox process's: signatures from another are refused
 
 

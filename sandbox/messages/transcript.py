@@ -15,6 +15,12 @@ from typing import Any
 from sandbox.messages import thinking
 
 DIRECTIVE_RE = re.compile(r"\[\[sandbox:(\w+)\]\]")
+# How Agentdesk asks a model to go on after a reply cut short (its
+# agents/runtime/memory.py GO_ON_PROMPT): read as "go on", not as a new turn.
+GO_ON_RE = re.compile(r"^\(Your reply was cut off before it was finished\.")
+# Models that refuse a request ending with an assistant message (prefill),
+# as Claude 4.6 and later do.
+NO_PREFILL_RE = re.compile(r"^claude-[a-z]+-(?:4-[6-9]|[5-9])\b")
 
 
 class TranscriptError(ValueError):
@@ -67,6 +73,12 @@ class Turn:
 def parse_turn(body: dict[str, Any]) -> Turn:
     messages = _merge_consecutive(body["messages"])
     _check_tool_pairs(messages)
+    prefill = bool(messages) and messages[-1]["role"] == "assistant"
+    if prefill and NO_PREFILL_RE.match(str(body.get("model", ""))):
+        raise TranscriptError(
+            "This model does not support assistant message prefill. "
+            "The conversation must end with a user message."
+        )
     start = _turn_start(messages)
     text = _text_of(messages[start]["content"]) if start is not None else ""
     after = messages[start + 1 :] if start is not None else messages
@@ -75,8 +87,12 @@ def parse_turn(body: dict[str, Any]) -> Turn:
         system=_system_text(body.get("system")),
         tools=[t.get("name", "") for t in body.get("tools") or [] if isinstance(t, dict)],
         calls=_calls(after),
-        continues=bool(messages) and messages[-1].get("role") == "assistant",
+        continues=prefill or (bool(messages) and _asks_to_go_on(messages[-1])),
     )
+
+
+def _asks_to_go_on(message: dict[str, Any]) -> bool:
+    return message["role"] == "user" and bool(GO_ON_RE.match(_text_of(message["content"])))
 
 
 def _blocks(content: Any) -> list[dict[str, Any]]:
@@ -94,6 +110,11 @@ def _merge_consecutive(messages: list[Any]) -> list[dict[str, Any]]:
         if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
             raise TranscriptError(f"messages.{index}: role must be 'user' or 'assistant'")
         blocks = _blocks(message.get("content"))
+        if not blocks and not (index == len(messages) - 1 and message["role"] == "assistant"):
+            raise TranscriptError(
+                f"messages.{index}: all messages must have non-empty content "
+                "except for the optional final assistant message"
+            )
         if merged and merged[-1]["role"] == message["role"]:
             merged[-1]["content"] = merged[-1]["content"] + blocks
         else:
@@ -143,8 +164,10 @@ def _text_of(blocks: list[dict[str, Any]]) -> str:
 
 def _turn_start(messages: list[dict[str, Any]]) -> int | None:
     for index in range(len(messages) - 1, -1, -1):
-        if messages[index]["role"] == "user" and _text_of(messages[index]["content"]):
-            return index
+        message = messages[index]
+        if message["role"] == "user" and _text_of(message["content"]):
+            if not _asks_to_go_on(message):
+                return index
     return None
 
 

@@ -177,6 +177,34 @@ def test_a_thinking_reply_is_streamed_signed_and_only_taken_back_unchanged(
         assert why in str(raised.value)
 
 
+def test_a_model_since_claude_4_6_refuses_a_prefill_and_goes_on_when_asked(
+    anthropic_client, triage_tools
+):
+    text = TICKET + " [[sandbox:max_tokens]]"
+    first = _create(anthropic_client, triage_tools, text=text)
+    assert first.stop_reason == "max_tokens"
+    cut = {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]}
+
+    def call(model, *after):
+        return anthropic_client.messages.create(
+            model=model,
+            max_tokens=1024,
+            tools=triage_tools,
+            messages=[{"role": "user", "content": text}, cut, *after],
+        )
+
+    assert call("claude-haiku-4-5").stop_reason == "tool_use"  # prefill: went on
+    for model in ("claude-opus-4-6", "claude-sonnet-5", "claude-fable-5-1"):
+        with pytest.raises(anthropic.BadRequestError) as raised:
+            call(model)
+        assert "must end with a user message" in str(raised.value)
+    go_on = {"role": "user", "content": "(Your reply was cut off before it was finished. Go on.)"}
+    went_on = call("claude-sonnet-5", go_on)
+    # Read as "go on" (the ticket is still the turn): the first step of the
+    # ticket, not another cut reply or an answer to the prompt.
+    assert went_on.stop_reason == "tool_use" and went_on.content[1].name == "lookup_customer"
+
+
 def test_model_requests_are_counted_by_outcome(sandbox, anthropic_client, triage_tools):
     _create(anthropic_client, triage_tools)
     _create(anthropic_client, [], text="thanks!")

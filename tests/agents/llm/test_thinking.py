@@ -11,7 +11,7 @@ from html import escape
 import pytest
 from django.test import Client
 
-from agents.models import Message
+from agents.models import Event, Message
 from tests.agents.helpers import assert_invariants, deliver_ticket, wait_turn
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -45,3 +45,30 @@ def test_a_turn_of_a_thinking_model_keeps_each_thinking_block_whole(sandbox, wor
     said = [b["text"] for row in replies for b in row.content if b["type"] == "text" and b["text"]]
     assert said and all(escape(text.split("\n")[0][:40]) in page for text in said)
     assert escape(thoughts[0]["thinking"][:40]) not in page
+
+
+def test_a_reply_cut_while_thinking_goes_on_without_the_unsigned_block(sandbox, workers):
+    """Cut at max_tokens before its signature came, a thinking block cannot be
+    sent back (the API refuses it): it is not kept, and the turn goes on."""
+    workers.start()
+    session = deliver_ticket(
+        sandbox.ticket(
+            email="alice.martin@example.com",
+            subject="Where is it?",
+            body="Where is ORD-1002? [[sandbox:thinking_cut]]",
+            order_id="ORD-1002",
+        )
+    )
+
+    turn = wait_turn(session)
+
+    assert turn.status == "succeeded", (turn.error, workers.logs())
+    stops = [
+        e.data["stop_reason"]
+        for e in Event.objects.filter(session=session, kind="model.replied").order_by("seq")
+    ]
+    assert stops[0] == "max_tokens" and stops[-1] == "end_turn"
+    cut = Message.objects.filter(session=session, role="assistant").order_by("position").first()
+    assert cut.content == []  # the unsigned thinking was all the cut reply held
+    assert "error_400" not in sandbox.stats()["model_requests"]["by_outcome"]
+    assert_invariants(session)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from agents.models import Event, Message
+from agents.runtime.memory import GO_ON_PROMPT
 from tests.agents.helpers import assert_invariants, deliver_ticket, wait_turn
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -39,10 +40,16 @@ def test_a_reply_cut_short_goes_on_from_where_it_stopped(sandbox, workers, stop)
 
     assert turn.status == "succeeded", workers.logs()
     assert _stops(session)[0] == stop and _stops(session)[-1] == "end_turn"
-    # The next call sent the cut reply back as the last (assistant) message.
+    # The next call sent the cut reply back and asked the model to go on, in a
+    # user message: the default model (claude-sonnet-5), as every Claude since
+    # 4.6, refuses a request that ends with the assistant's message (400).
     requests = sandbox.get("/_model_requests", last=50)["requests"]
-    continued = [r for r in requests if r["messages"][-1]["role"] == "assistant"]
+    assert {r["model"] for r in requests} == {"claude-sonnet-5"}
+    assert all(r["messages"][-1]["role"] == "user" for r in requests)
+    continued = [r for r in requests if r["messages"][-1]["content"][0].get("text") == GO_ON_PROMPT]
     assert len(continued) == 1
+    assert continued[0]["messages"][-2]["role"] == "assistant"  # the cut reply, sent back
+    assert "error_400" not in sandbox.stats()["model_requests"]["by_outcome"]
     assert_invariants(session)
 
 
