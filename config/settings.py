@@ -425,7 +425,11 @@ AGENTDESK_PRICES = env_json(
         "claude-fable-5-1": [10, 50],
         "claude-opus-5": [5, 25],
         "claude-sonnet-5": [3, 15],  # (its introductory 2 / 10 ended on 2026-08-31)
-        "claude-opus-4": [15, 75],
+        "claude-opus-4-5": [5, 25],
+        "claude-opus-4-6": [5, 25],
+        "claude-opus-4-7": [5, 25],
+        "claude-opus-4-8": [5, 25],
+        "claude-opus-4": [15, 75],  # Opus 4 and 4.1
         "claude-sonnet-4": [3, 15],
         "claude-3-7-sonnet": [3, 15],
         "claude-haiku-4": [1, 5],
