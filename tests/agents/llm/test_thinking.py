@@ -17,27 +17,33 @@ from tests.agents.helpers import assert_invariants, deliver_ticket, wait_turn
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_a_turn_of_a_thinking_model_keeps_each_thinking_block_whole(sandbox, workers, carol):
+def _turn_of(sandbox, workers, directive: str):
+    """A ticket whose model replies as `directive` says, run to its end."""
     workers.start()
     session = deliver_ticket(
         sandbox.ticket(
             email="alice.martin@example.com",
             subject="Where is it?",
-            body="Hi, could you tell me where order ORD-1002 is? [[sandbox:thinking]]",
+            body=f"Hi, could you tell me where order ORD-1002 is? [[sandbox:{directive}]]",
             order_id="ORD-1002",
         )
     )
-
     turn = wait_turn(session)
-
     assert turn.status == "succeeded", (turn.error, workers.logs())
+    # Each thinking block was sent back whole (the sandbox refuses an altered,
+    # unsigned or empty one, and a request ending on the assistant: 400).
+    assert "error_400" not in sandbox.stats()["model_requests"]["by_outcome"]
+    assert_invariants(session)
+    return session
+
+
+def test_a_turn_of_a_thinking_model_keeps_each_thinking_block_whole(sandbox, workers, carol):
+    session = _turn_of(sandbox, workers, "thinking")
+
     replies = Message.objects.filter(session=session, role="assistant").order_by("position")
     thoughts = [b for row in replies for b in row.content if b["type"] == "thinking"]
     assert len(thoughts) == len(replies) >= 3  # one per reply, tool calls between
     assert all(b["thinking"] and b["signature"] for b in thoughts)
-    # Each was sent back (the sandbox refuses an altered or unsigned one: 400).
-    assert "error_400" not in sandbox.stats()["model_requests"]["by_outcome"]
-    assert_invariants(session)
     # The desk shows what the model said, not what it thought.
     client = Client()
     client.force_login(carol)
@@ -50,19 +56,8 @@ def test_a_turn_of_a_thinking_model_keeps_each_thinking_block_whole(sandbox, wor
 def test_a_reply_cut_while_thinking_goes_on_without_the_unsigned_block(sandbox, workers):
     """Cut at max_tokens before its signature came, a thinking block cannot be
     sent back (the API refuses it): it is not kept, and the turn goes on."""
-    workers.start()
-    session = deliver_ticket(
-        sandbox.ticket(
-            email="alice.martin@example.com",
-            subject="Where is it?",
-            body="Where is ORD-1002? [[sandbox:thinking_cut]]",
-            order_id="ORD-1002",
-        )
-    )
+    session = _turn_of(sandbox, workers, "thinking_cut")
 
-    turn = wait_turn(session)
-
-    assert turn.status == "succeeded", (turn.error, workers.logs())
     stops = [
         e.data["stop_reason"]
         for e in Event.objects.filter(session=session, kind="model.replied").order_by("seq")
@@ -70,5 +65,3 @@ def test_a_reply_cut_while_thinking_goes_on_without_the_unsigned_block(sandbox, 
     assert stops[0] == "max_tokens" and stops[-1] == "end_turn"
     cut = Message.objects.filter(session=session, role="assistant").order_by("position").first()
     assert cut.content == []  # the unsigned thinking was all the cut reply held
-    assert "error_400" not in sandbox.stats()["model_requests"]["by_outcome"]
-    assert_invariants(session)
