@@ -328,6 +328,15 @@ AGENTDESK_MODEL = env_str("AGENTDESK_MODEL", "claude-sonnet-5")
 # Thinking and text together: Claude Sonnet 5 thinks by default, and 1,024
 # (enough before it thinks) cut its replies short.
 AGENTDESK_MODEL_MAX_TOKENS = env_int("AGENTDESK_MODEL_MAX_TOKENS", 16_000)
+# How much the model thinks and writes for a reply (the Messages API's
+# output_config.effort); empty: the model's own default (high, on Sonnet 5).
+MODEL_EFFORTS = ("low", "medium", "high", "xhigh", "max")
+AGENTDESK_MODEL_EFFORT = env_str("AGENTDESK_MODEL_EFFORT", "").strip().lower()
+if AGENTDESK_MODEL_EFFORT and AGENTDESK_MODEL_EFFORT not in MODEL_EFFORTS:
+    raise ImproperlyConfigured(
+        f"AGENTDESK_MODEL_EFFORT must be one of {', '.join(MODEL_EFFORTS)} or empty "
+        f"(the model's default), not {AGENTDESK_MODEL_EFFORT!r}"
+    )
 AGENTDESK_MODEL_TIMEOUT_S = env_float("AGENTDESK_MODEL_TIMEOUT_S", 120.0)
 AGENTDESK_MODEL_MAX_RETRIES = env_int("AGENTDESK_MODEL_MAX_RETRIES", 3)
 AGENTDESK_MODEL_CLIENT = env_str("AGENTDESK_MODEL_CLIENT", "agents.llm.anthropic.AnthropicModel")

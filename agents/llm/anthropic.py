@@ -104,6 +104,7 @@ class AnthropicModel:
                 system=request.system,
                 # No tools at all (a memory summary) is left out, not sent as [].
                 **({"tools": request.tools} if request.tools else {}),
+                **_effort(),
                 messages=request.messages,
                 stream=True,
             ) as response:
@@ -125,6 +126,11 @@ class AnthropicModel:
                 raise ModelAborted("the model stream was aborted") from exc
             raise ModelUnavailable(f"model stream broke: {exc!r}") from exc
         return assembler.reply()
+
+
+def _effort() -> dict[str, Any]:
+    effort = settings.AGENTDESK_MODEL_EFFORT
+    return {"output_config": {"effort": effort}} if effort else {}
 
 
 def _sse(lines: Iterator[str]) -> Iterator[tuple[str, dict[str, Any]]]:

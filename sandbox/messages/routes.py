@@ -26,6 +26,7 @@ from sandbox.messages.transcript import TranscriptError, Turn, parse_turn
 from sandbox.responses import anthropic_error, json_body, json_response, random_id
 from sandbox.state import Sandbox, sandbox_of
 
+EFFORTS = ("low", "medium", "high", "xhigh", "max")
 # [[sandbox:slow]]: slow enough to cancel mid-stream and watch in a browser.
 SLOW_PACING = Pacing(delay=0.150, min_text_chunks=20)
 
@@ -45,6 +46,11 @@ def _validate(body: dict[str, Any] | None) -> str | None:
         return "max_tokens: Field required (a positive integer)"
     if not isinstance(body.get("messages"), list) or not body["messages"]:
         return "messages: at least one message is required"
+    output_config = body.get("output_config", {})
+    if not isinstance(output_config, dict):
+        return "output_config: Input should be an object"
+    if output_config.get("effort", "high") not in EFFORTS:
+        return f"output_config.effort: Input should be {', '.join(map(repr, EFFORTS))}"
     return None
 
 
