@@ -325,8 +325,9 @@ ANTHROPIC_API_KEY = env_str("ANTHROPIC_API_KEY", "")
 ANTHROPIC_BASE_URL = env_str("ANTHROPIC_BASE_URL", "" if ANTHROPIC_API_KEY else SANDBOX_URL)
 # Claude Sonnet 5 (claude-sonnet-4-5 reached its end of life on 2026-11-30).
 AGENTDESK_MODEL = env_str("AGENTDESK_MODEL", "claude-sonnet-5")
-# Thinking and text together: Claude Sonnet 5 thinks by default, and 1,024
-# (enough before it thinks) cut its replies short.
+# Thinking and text together: Claude Sonnet 5 thinks by default, and a limit
+# sized for replies without thinking (1,024 was) cuts them short (Anthropic's
+# migration guide says to raise it).
 AGENTDESK_MODEL_MAX_TOKENS = env_int("AGENTDESK_MODEL_MAX_TOKENS", 16_000)
 # How much the model thinks and writes for a reply (the Messages API's
 # output_config.effort); empty: the model's own default (high, on Sonnet 5).
