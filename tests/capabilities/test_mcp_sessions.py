@@ -29,11 +29,12 @@ def _gone(pid: int) -> bool:
     except ProcessLookupError:
         return True
     # A zombie until its parent (the worker's SDK) reaps it: as good as gone.
-    # Reaped between the two looks: gone.
+    # Reaped between the two looks: gone (the open finds no file, or the read
+    # of a file opened just before the reaping answers ESRCH).
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().split(") ", 1)[1].startswith("Z")
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
         return True
 
 
