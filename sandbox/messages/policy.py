@@ -59,7 +59,8 @@ class Reply:
     tool_use: ToolUse | None = None
     stop: str = ""  # a stop reason other than tool_use / end_turn
     thinking: str = ""  # a thinking block before the text ([[sandbox:thinking]])
-    # Cut at max_tokens while thinking: the block without its signature, no text.
+    # Cut at max_tokens while thinking: the block without its signature, no text
+    # (and no tool call).
     thinking_cut: bool = False
 
     @property

@@ -73,8 +73,6 @@ def json_chunks(raw: str) -> list[str]:
 
 
 def output_tokens(reply: Reply) -> int:
-    if reply.thinking_cut:
-        return estimate_tokens(reply.thinking)
     tool_text = reply.tool_use.json_text() if reply.tool_use else ""
     return estimate_tokens(reply.thinking + reply.text + tool_text)
 
@@ -124,7 +122,7 @@ def stream_events(
         index += 1
     if not reply.thinking_cut:
         events += _text_block_events(index, reply.text, pacing)
-    if reply.tool_use is not None and not reply.thinking_cut:
+    if reply.tool_use is not None:
         events += _tool_block_events(index + 1, reply)
     events.append(
         Event(
