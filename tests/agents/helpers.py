@@ -227,3 +227,23 @@ def queued_triggers(broker) -> int:
     return sum(
         broker.llen(key) for key in broker.scan_iter("celery*") if broker.type(key) == b"list"
     )
+
+
+def order_ticket(sandbox, directive: str = "") -> dict:
+    """A "where is my order" ticket in the sandbox's helpdesk; `directive`
+    (`max_tokens`, `thinking`, ...) tells the sandbox's model how to reply."""
+    tail = f" [[sandbox:{directive}]]" if directive else ""
+    return sandbox.ticket(
+        email="alice.martin@example.com",
+        subject="Where is it?",
+        body=f"Hi, could you tell me where order ORD-1002 is?{tail}",
+        order_id="ORD-1002",
+    )
+
+
+def model_stops(session: Session) -> list[str]:
+    """The stop reason of each model reply of the session, in order."""
+    return [
+        e.data["stop_reason"]
+        for e in Event.objects.filter(session=session, kind="model.replied").order_by("seq")
+    ]

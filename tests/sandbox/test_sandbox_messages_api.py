@@ -205,6 +205,21 @@ def test_a_model_since_claude_4_6_refuses_a_prefill_and_goes_on_when_asked(
     assert went_on.stop_reason == "tool_use" and went_on.content[1].name == "lookup_customer"
 
 
+def test_an_empty_message_is_refused_but_a_final_empty_assistant_one_is_not(
+    anthropic_client, triage_tools
+):
+    def call(*messages):
+        return anthropic_client.messages.create(
+            model="claude-haiku-4-5", max_tokens=10, tools=triage_tools, messages=list(messages)
+        )
+
+    asked = {"role": "user", "content": TICKET}
+    with pytest.raises(anthropic.BadRequestError) as raised:
+        call(asked, {"role": "assistant", "content": []}, {"role": "user", "content": "go on"})
+    assert "must have non-empty content" in str(raised.value)
+    assert call(asked, {"role": "assistant", "content": []}).stop_reason  # answered
+
+
 def test_model_requests_are_counted_by_outcome(sandbox, anthropic_client, triage_tools):
     _create(anthropic_client, triage_tools)
     _create(anthropic_client, [], text="thanks!")

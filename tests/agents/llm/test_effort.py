@@ -10,27 +10,20 @@ import sys
 import pytest
 import requests
 
-from tests.agents.helpers import deliver_ticket, wait_turn
+from tests.agents.helpers import deliver_ticket, order_ticket, wait_turn
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-TICKET = {
-    "email": "alice.martin@example.com",
-    "subject": "Where is it?",
-    "body": "Hi, could you tell me where order ORD-1002 is?",
-    "order_id": "ORD-1002",
-}
-
 
 def _configs(sandbox) -> list:
-    requests = sandbox.get("/_model_requests", last=50)["requests"]
-    assert requests
-    return [r.get("output_config") for r in requests]
+    sent = sandbox.get("/_model_requests", last=50)["requests"]
+    assert sent
+    return [r.get("output_config") for r in sent]
 
 
 def test_every_call_asks_for_the_effort_set(sandbox, workers):
     workers.start(AGENTDESK_MODEL_EFFORT="low")
-    turn = wait_turn(deliver_ticket(sandbox.ticket(**TICKET)))
+    turn = wait_turn(deliver_ticket(order_ticket(sandbox)))
 
     assert turn.status == "succeeded", (turn.error, workers.logs())
     assert set(map(str, _configs(sandbox))) == {str({"effort": "low"})}
@@ -38,7 +31,7 @@ def test_every_call_asks_for_the_effort_set(sandbox, workers):
 
 def test_unset_the_model_decides(sandbox, workers):
     workers.start()
-    turn = wait_turn(deliver_ticket(sandbox.ticket(**TICKET)))
+    turn = wait_turn(deliver_ticket(order_ticket(sandbox)))
 
     assert turn.status == "succeeded", (turn.error, workers.logs())
     assert set(_configs(sandbox)) == {None}

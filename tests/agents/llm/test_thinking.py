@@ -11,8 +11,14 @@ from html import escape
 import pytest
 from django.test import Client
 
-from agents.models import Event, Message
-from tests.agents.helpers import assert_invariants, deliver_ticket, wait_turn
+from agents.models import Message
+from tests.agents.helpers import (
+    assert_invariants,
+    deliver_ticket,
+    model_stops,
+    order_ticket,
+    wait_turn,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -20,14 +26,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def _turn_of(sandbox, workers, directive: str):
     """A ticket whose model replies as `directive` says, run to its end."""
     workers.start()
-    session = deliver_ticket(
-        sandbox.ticket(
-            email="alice.martin@example.com",
-            subject="Where is it?",
-            body=f"Hi, could you tell me where order ORD-1002 is? [[sandbox:{directive}]]",
-            order_id="ORD-1002",
-        )
-    )
+    session = deliver_ticket(order_ticket(sandbox, directive))
     turn = wait_turn(session)
     assert turn.status == "succeeded", (turn.error, workers.logs())
     # Each thinking block was sent back whole (the sandbox refuses an altered,
@@ -58,10 +57,7 @@ def test_a_reply_cut_while_thinking_goes_on_without_the_unsigned_block(sandbox, 
     sent back (the API refuses it): it is not kept, and the turn goes on."""
     session = _turn_of(sandbox, workers, "thinking_cut")
 
-    stops = [
-        e.data["stop_reason"]
-        for e in Event.objects.filter(session=session, kind="model.replied").order_by("seq")
-    ]
+    stops = model_stops(session)
     assert stops[0] == "max_tokens" and stops[-1] == "end_turn"
     cut = Message.objects.filter(session=session, role="assistant").order_by("position").first()
     assert cut.content == []  # the unsigned thinking was all the cut reply held

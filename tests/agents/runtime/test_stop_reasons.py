@@ -8,38 +8,28 @@ from __future__ import annotations
 
 import pytest
 
-from agents.models import Event, Message
+from agents.models import Message
 from agents.runtime.memory import GO_ON_PROMPT
-from tests.agents.helpers import assert_invariants, deliver_ticket, wait_turn
+from tests.agents.helpers import (
+    assert_invariants,
+    deliver_ticket,
+    model_stops,
+    order_ticket,
+    wait_turn,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def _ticket(sandbox, directive: str) -> dict:
-    return sandbox.ticket(
-        email="alice.martin@example.com",
-        subject="Where is it?",
-        body=f"Hi, could you tell me where order ORD-1002 is? [[sandbox:{directive}]]",
-        order_id="ORD-1002",
-    )
-
-
-def _stops(session) -> list[str]:
-    return [
-        e.data["stop_reason"]
-        for e in Event.objects.filter(session=session, kind="model.replied").order_by("seq")
-    ]
 
 
 @pytest.mark.parametrize("stop", ["max_tokens", "pause_turn"])
 def test_a_reply_cut_short_goes_on_from_where_it_stopped(sandbox, workers, stop):
     workers.start()
-    session = deliver_ticket(_ticket(sandbox, stop))
+    session = deliver_ticket(order_ticket(sandbox, stop))
 
     turn = wait_turn(session)
 
     assert turn.status == "succeeded", workers.logs()
-    assert _stops(session)[0] == stop and _stops(session)[-1] == "end_turn"
+    assert model_stops(session)[0] == stop and model_stops(session)[-1] == "end_turn"
     # The next call sent the cut reply back and asked the model to go on, in a
     # user message: the default model (claude-sonnet-5), as every Claude since
     # 4.6, refuses a request that ends with the assistant's message (400).
@@ -55,19 +45,19 @@ def test_a_reply_cut_short_goes_on_from_where_it_stopped(sandbox, workers, stop)
 
 def test_a_reply_cut_at_max_tokens_again_and_again_fails_the_turn(sandbox, workers):
     workers.start()
-    session = deliver_ticket(_ticket(sandbox, "max_tokens_always"))
+    session = deliver_ticket(order_ticket(sandbox, "max_tokens_always"))
 
     turn = wait_turn(session)
 
     assert turn.status == "failed", workers.logs()
     assert "max_tokens 2 times in a row" in turn.error
-    assert _stops(session) == ["max_tokens", "max_tokens"]  # once cut, once more, then no more
+    assert model_stops(session) == ["max_tokens", "max_tokens"]  # once cut, once more, then no more
     assert_invariants(session)
 
 
 def test_a_refusal_fails_the_turn_with_the_models_text(sandbox, workers):
     workers.start()
-    session = deliver_ticket(_ticket(sandbox, "refusal"))
+    session = deliver_ticket(order_ticket(sandbox, "refusal"))
 
     turn = wait_turn(session)
 
